@@ -1,0 +1,2 @@
+// Dashboard webview entry (see src/vscode/dashboard).
+export {};
