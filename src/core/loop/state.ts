@@ -1,0 +1,135 @@
+/**
+ * Loop state as the runtime persists it. A discriminated union by phase, so code that
+ * handles a phase sees only the fields that phase has.
+ */
+
+export type Phase = 'coding' | 'auditing' | 'final_auditing' | 'final_audit_fix' | 'post_action';
+export const PHASES: readonly Phase[] = ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'];
+
+export type Role = 'code' | 'auditor';
+export type LoopKind = 'plan' | 'goal';
+export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled';
+
+export type TerminationReason =
+  | { kind: 'completed' }
+  | { kind: 'cancelled' }
+  | { kind: 'user_aborted' }
+  | { kind: 'shutdown' }
+  | { kind: 'max_iterations' }
+  | { kind: 'stall_timeout' }
+  | { kind: 'missing_worktree_dir' }
+  | { kind: 'session_creation_failed' }
+  | { kind: 'audit_retry_exhausted' }
+  | { kind: 'final_audit_retry_exhausted' }
+  | { kind: 'coding_no_assistant' }
+  | { kind: 'worktree_failed'; message: string }
+  | { kind: 'error_max_retries'; message: string };
+
+export type TerminationKind = TerminationReason['kind'];
+
+export const TERMINATION_KINDS: readonly TerminationKind[] = [
+  'completed',
+  'cancelled',
+  'user_aborted',
+  'shutdown',
+  'max_iterations',
+  'stall_timeout',
+  'missing_worktree_dir',
+  'session_creation_failed',
+  'audit_retry_exhausted',
+  'final_audit_retry_exhausted',
+  'coding_no_assistant',
+  'worktree_failed',
+  'error_max_retries',
+];
+
+export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
+  switch (reason.kind) {
+    case 'completed':
+      return 'completed';
+    case 'cancelled':
+    case 'user_aborted':
+    case 'shutdown':
+      return 'cancelled';
+    case 'stall_timeout':
+      return 'stalled';
+    default:
+      return 'errored';
+  }
+}
+
+export function terminationReasonToString(reason: TerminationReason): string {
+  return 'message' in reason ? `${reason.kind}: ${reason.message}` : reason.kind;
+}
+
+export function parseTerminationReason(text: string): TerminationReason {
+  const sep = text.indexOf(': ');
+  const kind = (sep >= 0 ? text.slice(0, sep) : text) as TerminationKind;
+  if (!TERMINATION_KINDS.includes(kind)) throw new Error(`Unknown termination reason "${text}"`);
+  if (kind === 'worktree_failed' || kind === 'error_max_retries') {
+    return { kind, message: sep >= 0 ? text.slice(sep + 2) : '' };
+  }
+  return { kind } as TerminationReason;
+}
+
+export function roleOfPhase(phase: Phase): Role {
+  return phase === 'auditing' || phase === 'final_auditing' ? 'auditor' : 'code';
+}
+
+/** Limits the pure table needs; resolved from settings at loop start and stored with the loop. */
+export interface LoopLimits {
+  maxIterations: number; // 0 = unlimited
+  maxConsecutiveStalls: number;
+  maxModelRetries: number;
+  /** Tried in order for the auditor after its model keeps failing. */
+  auditorFallbackModels: readonly string[];
+  postAction: boolean;
+}
+
+interface StateBase {
+  kind: LoopKind;
+  /** 1-based count of coding passes. */
+  iteration: number;
+  /** Current section (0-based); null for an unsectioned plan or a goal. */
+  sectionIndex: number | null;
+  sectionCount: number;
+  /** Idles without a handoff in the current phase. */
+  missedHandoffs: number;
+  /** Model errors in the current phase. */
+  modelErrors: number;
+  consecutiveStalls: number;
+  /** Index into auditorFallbackModels in use; -1 = the primary auditor model. */
+  auditorModelIndex: number;
+}
+
+export interface CodingState extends StateBase {
+  phase: 'coding';
+}
+export interface AuditingState extends StateBase {
+  phase: 'auditing';
+}
+export interface FinalAuditingState extends StateBase {
+  phase: 'final_auditing';
+}
+export interface FinalAuditFixState extends StateBase {
+  phase: 'final_audit_fix';
+}
+export interface PostActionState extends StateBase {
+  phase: 'post_action';
+}
+
+export type LoopState = CodingState | AuditingState | FinalAuditingState | FinalAuditFixState | PostActionState;
+
+export function initialState(kind: LoopKind, sectionCount: number): LoopState {
+  return {
+    phase: 'coding',
+    kind,
+    iteration: 1,
+    sectionIndex: kind === 'plan' && sectionCount > 0 ? 0 : null,
+    sectionCount: kind === 'plan' ? sectionCount : 0,
+    missedHandoffs: 0,
+    modelErrors: 0,
+    consecutiveStalls: 0,
+    auditorModelIndex: -1,
+  };
+}

@@ -1,0 +1,231 @@
+/**
+ * The loop's transition table: `nextTransition(state, event, limits)`. Pure — no I/O, no
+ * clock, no randomness — so every phase × event pair is unit-tested, and the runtime only
+ * performs what the returned transition says.
+ */
+import {
+  roleOfPhase,
+  type LoopLimits,
+  type LoopState,
+  type Phase,
+  type Role,
+  type TerminationReason,
+} from './state';
+
+export type LoopEvent =
+  /**
+   * An agent called `loop_handoff`. The runtime counts the loop's open findings at that
+   * moment; the table decides whether that is clean.
+   */
+  | {
+      type: 'handoff';
+      role: Role;
+      /** Open `bug` findings of the current section (sectioned plans). */
+      openBugsInSection: number;
+      /** Open `bug` findings of the whole loop. */
+      openBugs: number;
+      /** Open findings of any severity of the whole loop. */
+      openFindings: number;
+    }
+  | { type: 'idle_without_handoff' }
+  | { type: 'stall' }
+  | { type: 'model_error'; message: string }
+  | { type: 'model_retries_exhausted'; message: string }
+  | { type: 'cancel' }
+  | { type: 'user_abort' }
+  | { type: 'shutdown' }
+  | { type: 'session_creation_failed' }
+  | { type: 'worktree_missing' }
+  | { type: 'worktree_failed'; message: string };
+
+export type LoopEventType = LoopEvent['type'];
+export const LOOP_EVENT_TYPES: readonly LoopEventType[] = [
+  'handoff',
+  'idle_without_handoff',
+  'stall',
+  'model_error',
+  'model_retries_exhausted',
+  'cancel',
+  'user_abort',
+  'shutdown',
+  'session_creation_failed',
+  'worktree_missing',
+  'worktree_failed',
+];
+
+export type TransitionEffect =
+  /** Mark the section done and commit the checkpoint `section <N>: <title>`. */
+  | { type: 'complete_section'; index: number }
+  /** A coding pass on this section begins (counts an attempt, marks it in progress). */
+  | { type: 'start_section'; index: number };
+
+export type Transition =
+  /** Rotate: a fresh session in `to.phase`, prompted for that phase. One log row. */
+  | { kind: 'advance'; event: string; to: LoopState; effects: TransitionEffect[] }
+  /** A fresh session in the same phase (stall, model error, missed handoffs). One log row. */
+  | { kind: 'retrigger'; event: string; to: LoopState; delayMs: number; effects: TransitionEffect[] }
+  /** Same session, told to call loop_handoff. State changes, phase does not: no log row. */
+  | { kind: 'remind_handoff'; event: string; to: LoopState }
+  /** The loop ends. One log row; the runtime commits pending work and tears down. */
+  | { kind: 'terminate'; event: string; to: LoopState; reason: TerminationReason; effects: TransitionEffect[] }
+  /** Nothing to do (e.g. a handoff from the wrong role); `why` is logged. */
+  | { kind: 'ignore'; why: string };
+
+/** Back-off before a retried phase: 2 s doubling, at most 30 s. */
+export function retryDelayMs(errors: number): number {
+  return Math.min(30_000, 2_000 * 2 ** Math.max(0, errors - 1));
+}
+
+export function nextTransition(state: LoopState, event: LoopEvent, limits: LoopLimits): Transition {
+  switch (event.type) {
+    case 'cancel':
+      return terminate(state, 'cancel', { kind: 'cancelled' });
+    case 'user_abort':
+      return terminate(state, 'user_abort', { kind: 'user_aborted' });
+    case 'shutdown':
+      return terminate(state, 'shutdown', { kind: 'shutdown' });
+    case 'session_creation_failed':
+      return terminate(state, 'session_creation_failed', { kind: 'session_creation_failed' });
+    case 'worktree_missing':
+      return terminate(state, 'worktree_missing', { kind: 'missing_worktree_dir' });
+    case 'worktree_failed':
+      return terminate(state, 'worktree_failed', { kind: 'worktree_failed', message: event.message });
+    case 'stall':
+      return onStall(state, limits);
+    case 'model_error':
+      return onModelError(state, limits, event.message, false);
+    case 'model_retries_exhausted':
+      return onModelError(state, limits, event.message, true);
+    case 'idle_without_handoff':
+      return onMissedHandoff(state, limits);
+    case 'handoff':
+      return onHandoff(state, event, limits);
+  }
+}
+
+function fresh(state: LoopState): Pick<LoopState, 'missedHandoffs' | 'modelErrors' | 'consecutiveStalls'> {
+  void state;
+  return { missedHandoffs: 0, modelErrors: 0, consecutiveStalls: 0 };
+}
+
+function terminate(
+  state: LoopState,
+  event: string,
+  reason: TerminationReason,
+  effects: TransitionEffect[] = [],
+): Transition {
+  return { kind: 'terminate', event, to: state, reason, effects };
+}
+
+/** Entering a coding pass costs an iteration; past the cap the loop ends instead. */
+function enterCoding(
+  state: LoopState,
+  phase: 'coding' | 'final_audit_fix',
+  sectionIndex: number | null,
+  event: string,
+  limits: LoopLimits,
+  effects: TransitionEffect[],
+): Transition {
+  const iteration = state.iteration + 1;
+  if (limits.maxIterations > 0 && iteration > limits.maxIterations) {
+    return terminate(state, event, { kind: 'max_iterations' }, effects);
+  }
+  const to = { ...state, ...fresh(state), phase, iteration, sectionIndex } as LoopState;
+  const start: TransitionEffect[] = phase === 'coding' && sectionIndex !== null ? [{ type: 'start_section', index: sectionIndex }] : [];
+  return { kind: 'advance', event, to, effects: [...effects, ...start] };
+}
+
+function advanceTo(state: LoopState, phase: Phase, event: string, effects: TransitionEffect[] = []): Transition {
+  return { kind: 'advance', event, to: { ...state, ...fresh(state), phase } as LoopState, effects };
+}
+
+function onHandoff(state: LoopState, event: Extract<LoopEvent, { type: 'handoff' }>, limits: LoopLimits): Transition {
+  const expected = roleOfPhase(state.phase);
+  if (event.role !== expected) {
+    return { kind: 'ignore', why: `a ${event.role} handoff arrived during ${state.phase}, which expects the ${expected}` };
+  }
+  switch (state.phase) {
+    case 'coding':
+      return advanceTo(state, 'auditing', 'coder_handoff');
+    case 'final_audit_fix':
+      return advanceTo(state, 'final_auditing', 'coder_handoff');
+    case 'post_action':
+      return terminate(state, 'post_action_done', { kind: 'completed' });
+    case 'auditing': {
+      if (state.kind === 'goal') {
+        return event.openFindings === 0
+          ? terminate(state, 'audit_clean', { kind: 'completed' })
+          : enterCoding(state, 'coding', null, 'audit_dirty', limits, []);
+      }
+      const section = state.sectionIndex;
+      if (section === null) {
+        // Unsectioned plan: the whole plan is the scope, so any open finding keeps it dirty.
+        return event.openFindings === 0
+          ? advanceTo(state, 'final_auditing', 'audit_clean')
+          : enterCoding(state, 'coding', null, 'audit_dirty', limits, []);
+      }
+      if (event.openBugsInSection > 0) {
+        return enterCoding(state, 'coding', section, 'audit_dirty', limits, []);
+      }
+      const done: TransitionEffect[] = [{ type: 'complete_section', index: section }];
+      if (section + 1 < state.sectionCount) {
+        return enterCoding(state, 'coding', section + 1, 'audit_clean', limits, done);
+      }
+      return advanceTo(state, 'final_auditing', 'audit_clean', done);
+    }
+    case 'final_auditing': {
+      if (event.openBugs > 0) return enterCoding(state, 'final_audit_fix', state.sectionIndex, 'final_audit_dirty', limits, []);
+      return limits.postAction
+        ? advanceTo(state, 'post_action', 'final_audit_clean')
+        : terminate(state, 'final_audit_clean', { kind: 'completed' });
+    }
+  }
+}
+
+function onStall(state: LoopState, limits: LoopLimits): Transition {
+  const consecutiveStalls = state.consecutiveStalls + 1;
+  const to = { ...state, consecutiveStalls, missedHandoffs: 0 } as LoopState;
+  if (consecutiveStalls >= limits.maxConsecutiveStalls) return terminate(to, 'stall', { kind: 'stall_timeout' });
+  return { kind: 'retrigger', event: 'stall', to, delayMs: 0, effects: [] };
+}
+
+function onModelError(state: LoopState, limits: LoopLimits, message: string, exhausted: boolean): Transition {
+  const modelErrors = exhausted ? Number.POSITIVE_INFINITY : state.modelErrors + 1;
+  if (modelErrors <= limits.maxModelRetries) {
+    const to = { ...state, modelErrors, missedHandoffs: 0 } as LoopState;
+    return { kind: 'retrigger', event: 'model_error', to, delayMs: retryDelayMs(modelErrors), effects: [] };
+  }
+  if (roleOfPhase(state.phase) === 'auditor' && state.auditorModelIndex + 1 < limits.auditorFallbackModels.length) {
+    const to = { ...state, ...fresh(state), auditorModelIndex: state.auditorModelIndex + 1 } as LoopState;
+    return { kind: 'retrigger', event: 'auditor_fallback', to, delayMs: 0, effects: [] };
+  }
+  return terminate({ ...state, modelErrors: Math.min(modelErrors, limits.maxModelRetries + 1) } as LoopState, 'model_error', {
+    kind: 'error_max_retries',
+    message,
+  });
+}
+
+function onMissedHandoff(state: LoopState, limits: LoopLimits): Transition {
+  const missedHandoffs = state.missedHandoffs + 1;
+  if (missedHandoffs === 1) {
+    return { kind: 'remind_handoff', event: 'idle_without_handoff', to: { ...state, missedHandoffs } as LoopState };
+  }
+  // The reminder did not help: it counts as an error of the phase.
+  const modelErrors = state.modelErrors + 1;
+  if (modelErrors <= limits.maxModelRetries) {
+    const to = { ...state, missedHandoffs: 0, modelErrors } as LoopState;
+    return { kind: 'retrigger', event: 'no_handoff', to, delayMs: 0, effects: [] };
+  }
+  const reason: TerminationReason =
+    state.phase === 'auditing'
+      ? { kind: 'audit_retry_exhausted' }
+      : state.phase === 'final_auditing'
+        ? { kind: 'final_audit_retry_exhausted' }
+        : { kind: 'coding_no_assistant' };
+  return terminate({ ...state, missedHandoffs, modelErrors } as LoopState, 'no_handoff', reason);
+}
+
+/** Restart keeps identity, plan, section progress and findings; resets iteration and error budget. */
+export function restartState(state: LoopState): LoopState {
+  return { ...state, ...fresh(state), iteration: 1, auditorModelIndex: -1 };
+}
