@@ -1,0 +1,712 @@
+import { randomBytes } from 'node:crypto';
+import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ensureDataDir } from './data-dir';
+import { createGitRunner, type GitRunner } from './git-runner';
+import { isLoopName } from './loop-name';
+import { canonicalPath, inspectRepository, type RepositoryInfo } from './repository';
+import { WorkspaceError } from './workspace-error';
+
+/** The subset of a log channel the workspace writes to (VS Code's LogOutputChannel and console both fit). */
+export interface WorkspaceLog {
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+}
+
+export interface CommitIdentity {
+  name: string;
+  email: string;
+}
+
+/** Used for Forge's commits only when the user has no `user.email` configured. */
+export const FORGE_COMMIT_IDENTITY: CommitIdentity = { name: 'Forge', email: 'forge@localhost' };
+
+/**
+ * Folders that opencode and Forge write into a worktree for their own use
+ * (opencode installs its plugin package into `<project>/.opencode/`). They are
+ * kept out of the loop's commits unless the repository itself tracks them.
+ */
+export const DEFAULT_ARTEFACT_DIRS: readonly string[] = ['.opencode'];
+
+export const LOOP_BRANCH_PREFIX = 'forge/';
+
+export interface WorktreeServiceOptions {
+  /** Forge's data folder; worktrees live in `<dataDir>/worktrees/<loop-name>`. */
+  dataDir: string;
+  log: WorkspaceLog;
+  /** Environment for git; defaults to this process's environment. */
+  gitEnv?: Readonly<Record<string, string | undefined>>;
+  identity?: CommitIdentity;
+  artefactDirs?: readonly string[];
+}
+
+export interface CreateWorktreeRequest {
+  /** Any folder inside the user's repository. */
+  repoPath: string;
+  /** A valid loop name (see `isLoopName`); reserve it before calling. */
+  loopName: string;
+  /** Start from this commit instead of the current HEAD. */
+  baseCommit?: string;
+}
+
+/** Everything a loop persists about its workspace. */
+export interface LoopWorktree {
+  loopName: string;
+  worktreeDir: string;
+  branch: string;
+  /** The branch checked out when the loop started, or null when HEAD was detached. */
+  baseBranch: string | null;
+  baseCommit: string;
+  /** Top-level folder of the user's working tree. */
+  repoDir: string;
+  gitCommonDir: string;
+}
+
+export type EnsureWorktreeResult = { status: 'present' | 'recreated'; worktreeDir: string };
+
+export type MergeMode = 'never' | 'fast-forward' | 'merge';
+
+export interface MergeResult {
+  kind: 'kept' | 'fast-forwarded' | 'merged' | 'refused';
+  message: string;
+  /** The base branch's new tip after a fast-forward or merge. */
+  commit?: string;
+  /** Files that conflicted when a merge was attempted and aborted. */
+  conflicts?: string[];
+}
+
+/** One line of `git diff --name-status`: A added, M modified, D deleted, R renamed, C copied, T type changed, U unmerged. */
+export interface ChangedFile {
+  status: 'A' | 'M' | 'D' | 'R' | 'C' | 'T' | 'U' | 'X';
+  path: string;
+  /** The path before a rename or copy. */
+  oldPath?: string;
+}
+
+interface WorktreeEntry {
+  path: string;
+  head: string | null;
+  branch: string | null;
+  bare: boolean;
+  locked: boolean;
+  prunable: boolean;
+}
+
+const firstLine = (text: string): string => text.split(/\r?\n/, 1)[0] ?? '';
+
+function parseWorktreeList(output: string): WorktreeEntry[] {
+  const entries: WorktreeEntry[] = [];
+  let current: WorktreeEntry | null = null;
+  for (const line of output.split(/\r?\n/)) {
+    if (line.startsWith('worktree ')) {
+      current = { path: line.slice('worktree '.length), head: null, branch: null, bare: false, locked: false, prunable: false };
+      entries.push(current);
+    } else if (current === null) {
+      continue;
+    } else if (line.startsWith('HEAD ')) {
+      current.head = line.slice('HEAD '.length);
+    } else if (line.startsWith('branch ')) {
+      current.branch = line.slice('branch '.length);
+    } else if (line === 'bare') {
+      current.bare = true;
+    } else if (line === 'locked' || line.startsWith('locked ')) {
+      current.locked = true;
+    } else if (line === 'prunable' || line.startsWith('prunable ')) {
+      current.prunable = true;
+    }
+  }
+  return entries;
+}
+
+function parseNameStatus(output: string): ChangedFile[] {
+  const fields = output.split('\0');
+  const changes: ChangedFile[] = [];
+  for (let i = 0; i < fields.length; ) {
+    const code = fields[i++];
+    if (!code) continue;
+    const status = code[0] as ChangedFile['status'];
+    if (status === 'R' || status === 'C') {
+      const oldPath = fields[i++] ?? '';
+      const newPath = fields[i++] ?? '';
+      changes.push({ status, path: newPath, oldPath });
+    } else {
+      changes.push({ status, path: fields[i++] ?? '' });
+    }
+  }
+  return changes;
+}
+
+async function pathExists(target: string): Promise<boolean> {
+  try {
+    await lstat(target);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isInside(parent: string, child: string): boolean {
+  const relative = path.relative(parent, child);
+  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
+}
+
+/**
+ * Git worktrees for loops, in Forge's data folder, on `forge/<loop-name>`
+ * branches. Forge never writes into the user's own working tree except through
+ * a merge the user asked for, and never deletes a loop branch.
+ */
+export function createWorktreeService(options: WorktreeServiceOptions) {
+  const { log } = options;
+  const git: GitRunner = createGitRunner(options.gitEnv ? { env: options.gitEnv } : {});
+  const identity = options.identity ?? FORGE_COMMIT_IDENTITY;
+  const artefactDirs = options.artefactDirs ?? DEFAULT_ARTEFACT_DIRS;
+  const dataDir = path.resolve(options.dataDir);
+  let worktreesRootPromise: Promise<string> | null = null;
+
+  /** `<dataDir>/worktrees`, created and checked writable once per service. */
+  function worktreesRoot(): Promise<string> {
+    if (worktreesRootPromise === null) {
+      const pending = (async () => {
+        await ensureDataDir(dataDir);
+        return canonicalPath(path.join(dataDir, 'worktrees'));
+      })();
+      worktreesRootPromise = pending;
+      // A failure (e.g. an unwritable folder the user then fixes) is retried on the next call.
+      pending.catch(() => {
+        if (worktreesRootPromise === pending) worktreesRootPromise = null;
+      });
+    }
+    return worktreesRootPromise;
+  }
+
+  /** Refuses any folder that is not directly inside `<dataDir>/worktrees/`. */
+  async function assertLoopFolder(dir: string): Promise<string> {
+    const root = await worktreesRoot();
+    const resolved = await canonicalPath(dir);
+    const relative = path.relative(root, resolved);
+    if (!isInside(root, resolved) || relative.includes(path.sep) || relative.includes('/')) {
+      throw new WorkspaceError(
+        'worktree_outside_data_dir',
+        `Refusing to use ${dir}: Forge only works in loop worktrees directly inside ${root}. This guards your own working tree; pass the loop's worktree folder.`,
+      );
+    }
+    return resolved;
+  }
+
+  async function branchCommit(cwd: string, branch: string): Promise<string | null> {
+    const sha = firstLine((await git.run(cwd, ['rev-parse', '--verify', '-q', `refs/heads/${branch}^{commit}`])).stdout);
+    return sha === '' ? null : sha;
+  }
+
+  async function listWorktrees(cwd: string): Promise<WorktreeEntry[]> {
+    return parseWorktreeList(await git.ok(cwd, ['worktree', 'list', '--porcelain']));
+  }
+
+  async function isAncestor(cwd: string, ancestor: string, descendant: string): Promise<boolean> {
+    const result = await git.run(cwd, ['merge-base', '--is-ancestor', ancestor, descendant]);
+    if (result.exitCode > 1) throw new WorkspaceError('git_failed', `git merge-base failed in ${cwd}: ${result.stderr.trim()}`);
+    return result.exitCode === 0;
+  }
+
+  /** `-c` settings giving Forge's identity, only when the user has no email configured for `cwd`. */
+  async function identityConfig(cwd: string): Promise<string[]> {
+    const email = firstLine((await git.run(cwd, ['config', '--get', 'user.email'])).stdout).trim();
+    if (email !== '') return [];
+    return [`user.name=${identity.name}`, `user.email=${identity.email}`];
+  }
+
+  /** Artefact folders the worktree's HEAD does not track (those are the ones kept out of commits). */
+  async function untrackedArtefactDirs(worktreeDir: string): Promise<string[]> {
+    const untracked: string[] = [];
+    for (const dir of artefactDirs) {
+      const tracked = await git.ok(worktreeDir, ['ls-tree', '--name-only', 'HEAD', '--', dir]);
+      if (tracked.trim() === '') untracked.push(dir);
+    }
+    return untracked;
+  }
+
+  /**
+   * Keeps artefact folders out of `git status` and commits in this worktree
+   * without touching the user's `.gitignore`. `--git-path info/exclude` of a
+   * linked worktree resolves into the shared `.git/info/exclude` (git ≤ 2.4x),
+   * so writing there would change ignores in the user's own working tree too.
+   * When git gives the worktree a private exclude file, the rules go there;
+   * otherwise each untracked artefact folder gets a self-ignoring `.gitignore`
+   * (`*`), which stays local to the worktree and is never committed.
+   * `commitAll` also excludes these folders by pathspec.
+   */
+  async function installArtefactIgnores(worktreeDir: string): Promise<void> {
+    const dirs = await untrackedArtefactDirs(worktreeDir);
+    if (dirs.length === 0) return;
+    const ownGitDir = await canonicalPath(firstLine(await git.ok(worktreeDir, ['rev-parse', '--absolute-git-dir'])));
+    const excludeOutput = firstLine(await git.ok(worktreeDir, ['rev-parse', '--git-path', 'info/exclude']));
+    const excludePath = await canonicalPath(path.resolve(worktreeDir, excludeOutput));
+
+    if (isInside(ownGitDir, excludePath)) {
+      const existing = (await pathExists(excludePath)) ? await readFile(excludePath, 'utf8') : '';
+      const rules = dirs.map((dir) => `/${dir}/`).join('\n');
+      await mkdir(path.dirname(excludePath), { recursive: true });
+      await writeFile(excludePath, `${existing}${existing === '' || existing.endsWith('\n') ? '' : '\n'}# Forge: loop artefacts\n${rules}\n`);
+      log.debug(`workspace: excluded ${dirs.join(', ')} through ${excludePath}`);
+      return;
+    }
+    for (const dir of dirs) {
+      const ignoreFile = path.join(worktreeDir, dir, '.gitignore');
+      if (await pathExists(ignoreFile)) continue;
+      await mkdir(path.dirname(ignoreFile), { recursive: true });
+      await writeFile(ignoreFile, '# Written by Forge: this folder holds opencode/Forge working files, kept out of the loop\'s commits.\n*\n');
+    }
+    log.debug(`workspace: ${excludePath} is shared with the main working tree; ignored ${dirs.join(', ')} with self-ignoring .gitignore files`);
+  }
+
+  function assertLoopName(loopName: string): void {
+    if (!isLoopName(loopName)) {
+      throw new WorkspaceError(
+        'invalid_loop_name',
+        `"${loopName}" is not a valid loop name (lower-case letters, digits and single dashes, at most 48 characters). Derive names with slugifyLoopName or validateLoopName.`,
+      );
+    }
+  }
+
+  /** `<dataDir>/worktrees/<loop-name>`, resolved and proven to be inside the worktrees folder. */
+  async function worktreeDirFor(loopName: string): Promise<string> {
+    assertLoopName(loopName);
+    const root = await worktreesRoot();
+    const dir = path.resolve(root, loopName);
+    if (!isInside(root, dir) || path.dirname(dir) !== root) {
+      throw new WorkspaceError('worktree_outside_data_dir', `The worktree for "${loopName}" would be ${dir}, outside ${root}. Choose another loop name.`);
+    }
+    return dir;
+  }
+
+  async function addWorktree(repoDir: string, args: string[], worktreeDir: string, branch: string): Promise<void> {
+    const result = await git.run(repoDir, ['worktree', 'add', ...args]);
+    if (result.exitCode === 0) return;
+    const detail = result.stderr.trim().replace(/\s+/g, ' ');
+    if (/already checked out|is already used by worktree|already used by worktree/i.test(detail)) {
+      throw new WorkspaceError(
+        'branch_checked_out',
+        `The branch ${branch} is checked out in another working tree, so Forge cannot check it out in ${worktreeDir}. Switch that working tree to another branch and try again. (git: ${detail})`,
+      );
+    }
+    throw new WorkspaceError('worktree_add_failed', `git could not create the worktree ${worktreeDir} on ${branch}: ${detail}`);
+  }
+
+  /**
+   * Creates `<dataDir>/worktrees/<loop-name>` on a new branch `forge/<loop-name>`
+   * from the current HEAD (or `baseCommit`). Checks the repository first and
+   * refuses a leftover branch at another commit or an existing folder.
+   */
+  async function createWorktree(request: CreateWorktreeRequest): Promise<LoopWorktree> {
+    const { loopName } = request;
+    assertLoopName(loopName);
+    const repo: RepositoryInfo = await inspectRepository(git, request.repoPath);
+    const worktreeDir = await worktreeDirFor(loopName);
+    const root = path.dirname(worktreeDir);
+    const branch = `${LOOP_BRANCH_PREFIX}${loopName}`;
+
+    if (isInside(repo.repoDir, root) || root === repo.repoDir) {
+      throw new WorkspaceError(
+        'worktree_inside_repository',
+        `Forge's worktree folder ${root} is inside the repository ${repo.repoDir}; loop worktrees must live outside your working tree. Set FORGE_DATA_DIR to a folder outside the repository.`,
+      );
+    }
+
+    let baseCommit = repo.headCommit;
+    if (request.baseCommit !== undefined) {
+      const pinned = request.baseCommit.startsWith('-')
+        ? ''
+        : firstLine((await git.run(repo.repoDir, ['rev-parse', '--verify', '-q', `${request.baseCommit}^{commit}`])).stdout);
+      if (pinned === '') {
+        throw new WorkspaceError(
+          'invalid_base_commit',
+          `"${request.baseCommit}" is not a commit in ${repo.repoDir}. Pass a commit sha, branch or tag that exists there, or leave the base commit out to start from HEAD.`,
+        );
+      }
+      baseCommit = pinned;
+    }
+
+    if (await pathExists(worktreeDir)) {
+      throw new WorkspaceError(
+        'worktree_path_exists',
+        `The folder ${worktreeDir} already exists, so Forge cannot create the worktree for loop "${loopName}" there. Choose another loop name, or remove that folder if it is a leftover (git worktree remove ${worktreeDir}).`,
+      );
+    }
+
+    if ((await branchCommit(repo.repoDir, 'forge')) !== null) {
+      throw new WorkspaceError(
+        'branch_namespace_taken',
+        `The repository has a branch named "forge", which stops git from creating loop branches named forge/<name>. Rename it (git branch -m forge forge-old) and try again.`,
+      );
+    }
+
+    const existingBranchCommit = await branchCommit(repo.repoDir, branch);
+    if (existingBranchCommit !== null && existingBranchCommit !== baseCommit) {
+      throw new WorkspaceError(
+        'branch_exists',
+        `A branch ${branch} already exists at ${existingBranchCommit.slice(0, 12)}, not at the loop's start commit ${baseCommit.slice(0, 12)}; Forge never reuses it. Choose another loop name, or rename or delete that branch yourself (git branch -m ${branch} ${branch}-old).`,
+      );
+    }
+
+    await mkdir(root, { recursive: true });
+    if (existingBranchCommit !== null) {
+      await addWorktree(repo.repoDir, [worktreeDir, branch], worktreeDir, branch);
+      log.info(`workspace: reused branch ${branch} (already at ${baseCommit.slice(0, 12)}) for ${worktreeDir}`);
+    } else {
+      await addWorktree(repo.repoDir, ['-b', branch, worktreeDir, baseCommit], worktreeDir, branch);
+      log.info(`workspace: created ${worktreeDir} on ${branch} from ${baseCommit.slice(0, 12)}`);
+    }
+
+    try {
+      await installArtefactIgnores(worktreeDir);
+    } catch (error) {
+      // Roll back the folder; the branch stays (it is at the start commit with no work, so it is reusable).
+      await git.run(repo.repoDir, ['worktree', 'remove', '--force', worktreeDir]);
+      throw error;
+    }
+
+    return {
+      loopName,
+      worktreeDir: await canonicalPath(worktreeDir),
+      branch,
+      baseBranch: repo.currentBranch,
+      baseCommit,
+      repoDir: repo.repoDir,
+      gitCommonDir: repo.gitCommonDir,
+    };
+  }
+
+  /**
+   * Restart support: a loop's worktree is fine when it exists and is on its
+   * branch; when only the branch survived, the worktree is recreated from it;
+   * when both are gone, `missing_worktree`.
+   */
+  async function ensureWorktree(loop: Pick<LoopWorktree, 'worktreeDir' | 'branch' | 'repoDir'>): Promise<EnsureWorktreeResult> {
+    const worktreeDir = await assertLoopFolder(loop.worktreeDir);
+    const { branch } = loop;
+
+    if (await pathExists(worktreeDir)) {
+      const top = await git.run(worktreeDir, ['rev-parse', '--show-toplevel']);
+      if (top.exitCode !== 0 || (await canonicalPath(firstLine(top.stdout))) !== worktreeDir) {
+        throw new WorkspaceError(
+          'worktree_mismatch',
+          `${worktreeDir} exists but is not a working git worktree. If the repository was moved, run "git worktree repair ${worktreeDir}" in it; otherwise move the folder away (Forge then recreates the worktree from ${branch}) and restart the loop.`,
+        );
+      }
+      const repoCommon = firstLine(await git.ok(loop.repoDir, ['rev-parse', '--git-common-dir']));
+      const ownCommon = firstLine(await git.ok(worktreeDir, ['rev-parse', '--git-common-dir']));
+      if ((await canonicalPath(path.resolve(loop.repoDir, repoCommon))) !== (await canonicalPath(path.resolve(worktreeDir, ownCommon)))) {
+        throw new WorkspaceError(
+          'worktree_mismatch',
+          `${worktreeDir} is a worktree of another repository than ${loop.repoDir}. Move it away and restart the loop.`,
+        );
+      }
+      const head = firstLine((await git.run(worktreeDir, ['symbolic-ref', '-q', 'HEAD'])).stdout);
+      if (head !== `refs/heads/${branch}`) {
+        const where = head === '' ? 'a detached HEAD' : head.replace(/^refs\/heads\//, 'branch ');
+        throw new WorkspaceError(
+          'worktree_mismatch',
+          `The loop's worktree ${worktreeDir} is on ${where}, not on ${branch}. Switch it back (git -C ${worktreeDir} switch ${branch}) and restart the loop.`,
+        );
+      }
+      return { status: 'present', worktreeDir };
+    }
+
+    if (!(await pathExists(loop.repoDir))) {
+      throw new WorkspaceError(
+        'missing_worktree',
+        `The loop's worktree ${worktreeDir} is gone and so is its repository ${loop.repoDir}; Forge cannot restart this loop. Start a new loop.`,
+      );
+    }
+    const tip = await branchCommit(loop.repoDir, branch);
+    if (tip === null) {
+      throw new WorkspaceError(
+        'missing_worktree',
+        `The loop's worktree ${worktreeDir} and its branch ${branch} are both gone, so its work cannot be restored. Start a new loop from the plan.`,
+      );
+    }
+
+    const registered = (await listWorktrees(loop.repoDir)).find((entry) => entry.branch === `refs/heads/${branch}`);
+    if (registered) {
+      const registeredPath = await canonicalPath(registered.path);
+      if (registeredPath === worktreeDir || registered.prunable) {
+        // A stale registration of the vanished folder: drop just that one (never `git worktree prune`, which would
+        // also drop the user's worktrees on unmounted drives).
+        await git.ok(loop.repoDir, ['worktree', 'remove', '--force', registered.path]);
+      } else {
+        throw new WorkspaceError(
+          'branch_checked_out',
+          `The loop's branch ${branch} is checked out in ${registered.path}, so Forge cannot recreate its worktree at ${worktreeDir}. Switch that working tree to another branch and restart the loop.`,
+        );
+      }
+    }
+
+    await mkdir(path.dirname(worktreeDir), { recursive: true });
+    await addWorktree(loop.repoDir, [worktreeDir, branch], worktreeDir, branch);
+    await installArtefactIgnores(worktreeDir);
+    log.info(`workspace: recreated ${worktreeDir} from ${branch} at ${tip.slice(0, 12)}`);
+    return { status: 'recreated', worktreeDir };
+  }
+
+  /**
+   * Stages everything in a loop worktree (respecting ignores, leaving out
+   * artefact folders) and commits it. Returns the new commit's sha, or null
+   * when there was nothing to commit.
+   */
+  async function commitAll(worktreeDirInput: string, message: string): Promise<string | null> {
+    const worktreeDir = await assertLoopFolder(worktreeDirInput);
+    if (!(await pathExists(worktreeDir))) {
+      throw new WorkspaceError('missing_worktree', `The loop's worktree ${worktreeDir} is gone; there is nothing to commit. Restart the loop to recreate it from its branch.`);
+    }
+    if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
+
+    const excluded = await untrackedArtefactDirs(worktreeDir);
+    for (const dir of excluded) {
+      // Unstage anything an agent added there by hand; HEAD does not track it, so this only touches the index.
+      await git.ok(worktreeDir, ['rm', '-r', '-q', '--cached', '--ignore-unmatch', '--', dir]);
+    }
+    await git.ok(worktreeDir, ['add', '-A', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]);
+    const staged = await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z']);
+    if (staged === '') {
+      log.debug(`workspace: nothing to commit in ${worktreeDir}`);
+      return null;
+    }
+
+    const config = await identityConfig(worktreeDir);
+    const result = await git.run(worktreeDir, ['commit', '-q', '-m', message], { config });
+    if (result.exitCode !== 0) {
+      const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
+      throw new WorkspaceError(
+        'commit_failed',
+        `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. If a commit hook rejected it, fix what it reports; the changes stay staged in the worktree.`,
+      );
+    }
+    const sha = firstLine(await git.ok(worktreeDir, ['rev-parse', 'HEAD']));
+    log.info(`workspace: committed ${sha.slice(0, 12)} in ${worktreeDir}: ${firstLine(message)}`);
+    return sha;
+  }
+
+  /** Why `dir` (a working tree with the base branch checked out) must not be touched, or null when it is clean. */
+  async function dirtyReason(dir: string): Promise<string | null> {
+    for (const marker of ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merge', 'rebase-apply', 'BISECT_LOG']) {
+      const markerPath = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', marker])));
+      if (await pathExists(markerPath)) return `a merge, rebase, cherry-pick, revert or bisect is in progress in ${dir}`;
+    }
+    // Untracked files do not count: git itself refuses a merge that would overwrite one.
+    const status = await git.ok(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=no']);
+    return status === '' ? null : `${dir} has uncommitted changes`;
+  }
+
+  /** Merges in a throw-away detached worktree, then moves the base branch (compare-and-swap) to the merge. */
+  async function mergeWithoutCheckout(
+    repoDir: string,
+    base: string,
+    baseTip: string,
+    branch: string,
+    message: string,
+    loopLabel: string,
+  ): Promise<MergeResult> {
+    const root = await worktreesRoot();
+    const scratch = path.join(root, `.merge-${loopLabel}-${randomBytes(4).toString('hex')}`);
+    await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
+    try {
+      const merged = await git.run(scratch, ['merge', '--no-ff', '--no-edit', '-m', message, `refs/heads/${branch}`], {
+        config: await identityConfig(scratch),
+      });
+      if (merged.exitCode !== 0) {
+        const conflicts = (await git.ok(scratch, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
+        const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
+        return conflicts.length > 0
+          ? {
+              kind: 'refused',
+              conflicts,
+              message: `Merging ${branch} into ${base} conflicts in ${conflicts.join(', ')}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}) and resolve the conflicts.`,
+            }
+          : { kind: 'refused', message: `Merging ${branch} into ${base} failed: ${detail}. The work is kept on ${branch}.` };
+      }
+      const mergeCommit = firstLine(await git.ok(scratch, ['rev-parse', 'HEAD']));
+      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: merge ${branch}`, `refs/heads/${base}`, mergeCommit, baseTip]);
+      if (moved.exitCode !== 0) {
+        return { kind: 'refused', message: `${base} changed while Forge was merging ${branch}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}).` };
+      }
+      return { kind: 'merged', commit: mergeCommit, message: `Merged ${branch} into ${base} (${mergeCommit.slice(0, 12)}).` };
+    } finally {
+      await git.run(repoDir, ['worktree', 'remove', '--force', scratch]);
+    }
+  }
+
+  /**
+   * Brings the loop's work into the branch it started from, as configured:
+   * `never` keeps the branch; `fast-forward` moves the base branch only when it
+   * is an ancestor of the loop branch; `merge` fast-forwards when possible and
+   * otherwise makes a merge commit, aborting (and restoring) on conflicts. Never
+   * forces, never touches a working tree with uncommitted changes, never deletes
+   * the loop branch.
+   */
+  async function mergeIntoBase(
+    loop: Pick<LoopWorktree, 'repoDir' | 'branch' | 'baseBranch'> & { loopName?: string },
+    mode: MergeMode,
+    options: { message?: string } = {},
+  ): Promise<MergeResult> {
+    const { repoDir, branch, baseBranch } = loop;
+    const keep = `The work is kept on ${branch}.`;
+    if (mode === 'never') {
+      return { kind: 'kept', message: `Merging is off; the loop's work is on ${branch}. Review it and merge it yourself (git merge ${branch}).` };
+    }
+    if (baseBranch === null) {
+      return { kind: 'refused', message: `The loop started from a detached HEAD, so there is no base branch to merge into. ${keep}` };
+    }
+    const branchTip = await branchCommit(repoDir, branch);
+    if (branchTip === null) {
+      return { kind: 'refused', message: `The loop branch ${branch} no longer exists in ${repoDir}; there is nothing to merge.` };
+    }
+    const baseTip = await branchCommit(repoDir, baseBranch);
+    if (baseTip === null) {
+      return { kind: 'refused', message: `The base branch ${baseBranch} no longer exists in ${repoDir}. ${keep}` };
+    }
+    if (await isAncestor(repoDir, branchTip, baseTip)) {
+      return { kind: 'kept', message: `${baseBranch} already contains everything on ${branch}; nothing to merge.` };
+    }
+
+    const canFastForward = await isAncestor(repoDir, baseTip, branchTip);
+    if (mode === 'fast-forward' && !canFastForward) {
+      return {
+        kind: 'refused',
+        message: `${baseBranch} has commits that ${branch} does not have, so it cannot be fast-forwarded. ${keep} Merge or rebase it yourself (git merge ${branch}).`,
+      };
+    }
+
+    const checkout = (await listWorktrees(repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
+    const mergeMessage = options.message ?? `Merge branch '${branch}' into ${baseBranch}`;
+
+    if (checkout) {
+      const dir = checkout.path;
+      const dirty = await dirtyReason(dir);
+      if (dirty !== null) {
+        log.warn(`workspace: not merging ${branch}: ${dirty}`);
+        return {
+          kind: 'refused',
+          message: `Forge did not merge ${branch} into ${baseBranch}: ${dirty}, and Forge never touches a working tree with uncommitted work. ${keep} Commit or stash your changes, then run: git merge ${branch}`,
+        };
+      }
+      if (canFastForward) {
+        const result = await git.run(dir, ['merge', '--ff-only', `refs/heads/${branch}`]);
+        if (result.exitCode !== 0) {
+          const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
+          return { kind: 'refused', message: `git refused to fast-forward ${baseBranch} in ${dir}: ${detail}. ${keep}` };
+        }
+        log.info(`workspace: fast-forwarded ${baseBranch} to ${branch} in ${dir}`);
+        return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+      }
+      const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(dir) });
+      if (merged.exitCode !== 0) {
+        const conflicts = (await git.ok(dir, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
+        const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
+        if (await pathExists(mergeHead)) await git.ok(dir, ['merge', '--abort']);
+        const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
+        log.warn(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
+        return conflicts.length > 0
+          ? {
+              kind: 'refused',
+              conflicts,
+              message: `Merging ${branch} into ${baseBranch} conflicts in ${conflicts.join(', ')}; Forge aborted the merge and ${dir} is as it was. ${keep} Merge it yourself (git merge ${branch}) and resolve the conflicts.`,
+            }
+          : { kind: 'refused', message: `git refused to merge ${branch} into ${baseBranch} in ${dir}: ${detail}. ${keep}` };
+      }
+      const commit = firstLine(await git.ok(dir, ['rev-parse', 'HEAD']));
+      log.info(`workspace: merged ${branch} into ${baseBranch} in ${dir} (${commit.slice(0, 12)})`);
+      return { kind: 'merged', commit, message: `Merged ${branch} into ${baseBranch} (${commit.slice(0, 12)}).` };
+    }
+
+    if (canFastForward) {
+      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: fast-forward to ${branch}`, `refs/heads/${baseBranch}`, branchTip, baseTip]);
+      if (moved.exitCode !== 0) {
+        return { kind: 'refused', message: `${baseBranch} changed while Forge was fast-forwarding it; nothing was changed. ${keep}` };
+      }
+      log.info(`workspace: fast-forwarded ${baseBranch} to ${branch}`);
+      return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+    }
+    const label = loop.loopName ?? branch.slice(LOOP_BRANCH_PREFIX.length).replace(/[^a-z0-9-]/g, '-');
+    const result = await mergeWithoutCheckout(repoDir, baseBranch, baseTip, branch, mergeMessage, label);
+    if (result.kind === 'merged') log.info(`workspace: ${result.message}`);
+    else log.warn(`workspace: ${result.message}`);
+    return result;
+  }
+
+  /**
+   * Opt-in cleanup: removes a loop worktree folder and its registration; the
+   * branch stays. Refuses when the worktree holds uncommitted work.
+   */
+  async function removeWorktree(worktreeDirInput: string): Promise<void> {
+    const worktreeDir = await assertLoopFolder(worktreeDirInput);
+    if (!(await pathExists(worktreeDir))) {
+      log.debug(`workspace: ${worktreeDir} is already gone`);
+      return;
+    }
+    const top = await git.run(worktreeDir, ['rev-parse', '--show-toplevel']);
+    if (top.exitCode !== 0 || (await canonicalPath(firstLine(top.stdout))) !== worktreeDir) {
+      throw new WorkspaceError('worktree_mismatch', `${worktreeDir} is not a git worktree, so Forge leaves it alone. Remove it yourself if you no longer need it.`);
+    }
+    const result = await git.run(worktreeDir, ['worktree', 'remove', worktreeDir]);
+    if (result.exitCode !== 0) {
+      const detail = result.stderr.trim().replace(/\s+/g, ' ');
+      if (/modified or untracked files/i.test(detail)) {
+        throw new WorkspaceError(
+          'worktree_dirty',
+          `The worktree ${worktreeDir} has uncommitted changes, so Forge keeps it. Commit them, or remove it yourself (git worktree remove --force ${worktreeDir}).`,
+        );
+      }
+      throw new WorkspaceError('git_failed', `git could not remove the worktree ${worktreeDir}: ${detail}`);
+    }
+    log.info(`workspace: removed ${worktreeDir} (its branch is kept)`);
+  }
+
+  /**
+   * The files the loop changed, as `git diff --name-status <baseCommit>...<branch>`
+   * (committed work only; with `includeUncommitted`, the worktree's uncommitted
+   * and untracked files too).
+   */
+  async function diffAgainstBase(
+    loop: Pick<LoopWorktree, 'repoDir' | 'branch' | 'baseCommit'> & { worktreeDir?: string },
+    options: { includeUncommitted?: boolean } = {},
+  ): Promise<ChangedFile[]> {
+    if (!options.includeUncommitted) {
+      const output = await git.ok(loop.repoDir, ['diff', '--name-status', '-z', '-M', `${loop.baseCommit}...refs/heads/${loop.branch}`, '--']);
+      return parseNameStatus(output);
+    }
+    if (loop.worktreeDir === undefined) {
+      throw new WorkspaceError('missing_worktree', 'Listing uncommitted changes needs the loop\'s worktree folder; none was given.');
+    }
+    const worktreeDir = await assertLoopFolder(loop.worktreeDir);
+    const tracked = parseNameStatus(await git.ok(worktreeDir, ['diff', '--name-status', '-z', '-M', loop.baseCommit, '--']));
+    const excluded = await untrackedArtefactDirs(worktreeDir);
+    const untracked = (await git.ok(worktreeDir, ['ls-files', '--others', '--exclude-standard', '-z', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]))
+      .split('\0')
+      .filter(Boolean)
+      .map((file): ChangedFile => ({ status: 'A', path: file }));
+    return [...tracked, ...untracked].sort((a, b) => a.path.localeCompare(b.path));
+  }
+
+  /** A file's content at the loop's base commit, or null when it did not exist there (for the diff editor). */
+  async function readFileAtBase(loop: Pick<LoopWorktree, 'repoDir' | 'baseCommit'>, relativePath: string): Promise<string | null> {
+    const gitPath = relativePath.split(path.sep).join('/');
+    const result = await git.run(loop.repoDir, ['cat-file', 'blob', `${loop.baseCommit}:${gitPath}`]);
+    return result.exitCode === 0 ? result.stdout : null;
+  }
+
+  return {
+    dataDir,
+    worktreeDirFor,
+    inspectRepository: (repoPath: string) => inspectRepository(git, repoPath),
+    createWorktree,
+    ensureWorktree,
+    commitAll,
+    mergeIntoBase,
+    removeWorktree,
+    diffAgainstBase,
+    readFileAtBase,
+  };
+}
+
+export type WorktreeService = ReturnType<typeof createWorktreeService>;
