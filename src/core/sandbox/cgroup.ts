@@ -1,0 +1,202 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { SandboxLimits } from './types';
+
+/**
+ * Resource limits for drivers without their own (bubblewrap): one cgroup per sandbox,
+ * which every command's process joins before it execs the sandbox. Works on cgroup v2
+ * (unified) and on v1/hybrid hosts (separate memory, pids and cpu hierarchies). Where
+ * the host does not let Forge create or write the cgroup (typically a non-root user
+ * without a delegated cgroup), the limits are reported as not enforced — never silently.
+ */
+export type CgroupLayout = 'v2' | 'v1' | 'none';
+
+export interface CgroupSetup {
+  /** `cgroup.procs` files a command's process must write its pid into (empty when nothing is enforced). */
+  procsFiles: string[];
+  /** Each limit that is not enforced, with why. */
+  unenforced: string[];
+}
+
+export interface CgroupOptions {
+  /** Where cgroup file systems are mounted (default /sys/fs/cgroup). */
+  root?: string;
+  /** Forge's parent group under each hierarchy (default "forge"). */
+  parent?: string;
+}
+
+const V1_CONTROLLERS = ['memory', 'pids', 'cpu'] as const;
+
+export class SandboxCgroups {
+  private readonly root: string;
+  private readonly parent: string;
+
+  constructor(options: CgroupOptions = {}) {
+    this.root = options.root ?? '/sys/fs/cgroup';
+    this.parent = options.parent ?? 'forge';
+  }
+
+  async layout(): Promise<CgroupLayout> {
+    if (await exists(path.join(this.root, 'cgroup.controllers'))) return 'v2';
+    if (await exists(path.join(this.root, 'memory', 'memory.limit_in_bytes'))) return 'v1';
+    return 'none';
+  }
+
+  /** Directories that make up the sandbox's cgroup (one per v1 controller, or one on v2). */
+  async dirs(name: string): Promise<string[]> {
+    const layout = await this.layout();
+    if (layout === 'v2') return [path.join(this.root, this.parent, name)];
+    if (layout === 'v1') return V1_CONTROLLERS.map((c) => path.join(this.root, c, this.parent, name));
+    return [];
+  }
+
+  async exists(name: string): Promise<boolean> {
+    const dirs = await this.dirs(name);
+    if (dirs.length === 0) return false;
+    for (const d of dirs) if (!(await exists(path.join(d, 'cgroup.procs')))) return false;
+    return true;
+  }
+
+  async create(name: string, limits: SandboxLimits): Promise<CgroupSetup> {
+    const layout = await this.layout();
+    if (layout === 'none') {
+      return { procsFiles: [], unenforced: [`cpu, memory and process limits: no cgroup file system at ${this.root}`] };
+    }
+    return layout === 'v2' ? this.createV2(name, limits) : this.createV1(name, limits);
+  }
+
+  private async createV2(name: string, limits: SandboxLimits): Promise<CgroupSetup> {
+    const parentDir = path.join(this.root, this.parent);
+    const dir = path.join(parentDir, name);
+    try {
+      await fs.mkdir(dir, { recursive: true });
+    } catch (e) {
+      return {
+        procsFiles: [],
+        unenforced: [`cpu, memory and process limits: cannot create cgroup ${dir} (${errCode(e)}); run as root or delegate a cgroup to this user`],
+      };
+    }
+    const unenforced: string[] = [];
+    const wanted = ['memory', 'pids', 'cpu'];
+    for (const d of [this.root, parentDir]) {
+      for (const c of wanted) {
+        await fs.writeFile(path.join(d, 'cgroup.subtree_control'), `+${c}`).catch(() => undefined);
+      }
+    }
+    const available = (await fs.readFile(path.join(dir, 'cgroup.controllers'), 'utf8').catch(() => '')).split(/\s+/);
+    const write = async (what: string, controller: string, file: string, value: string) => {
+      if (!available.includes(controller)) {
+        unenforced.push(`${what}: the ${controller} controller is not available to ${dir}`);
+        return;
+      }
+      try {
+        await fs.writeFile(path.join(dir, file), value);
+      } catch (e) {
+        unenforced.push(`${what}: cannot write ${path.join(dir, file)} (${errCode(e)})`);
+      }
+    };
+    await write('memory limit', 'memory', 'memory.max', String(limits.memoryMb * 1024 * 1024));
+    await fs.writeFile(path.join(dir, 'memory.swap.max'), '0').catch(() => undefined);
+    await write('process limit', 'pids', 'pids.max', String(limits.pids));
+    await write('cpu limit', 'cpu', 'cpu.max', `${Math.round(limits.cpus * 100_000)} 100000`);
+    return { procsFiles: [path.join(dir, 'cgroup.procs')], unenforced };
+  }
+
+  private async createV1(name: string, limits: SandboxLimits): Promise<CgroupSetup> {
+    const unenforced: string[] = [];
+    const procsFiles: string[] = [];
+    const settings: Record<(typeof V1_CONTROLLERS)[number], { what: string; files: [string, string][] }> = {
+      memory: {
+        what: 'memory limit',
+        files: [['memory.limit_in_bytes', String(limits.memoryMb * 1024 * 1024)]],
+      },
+      pids: { what: 'process limit', files: [['pids.max', String(limits.pids)]] },
+      cpu: {
+        what: 'cpu limit',
+        files: [
+          ['cpu.cfs_period_us', '100000'],
+          ['cpu.cfs_quota_us', String(Math.round(limits.cpus * 100_000))],
+        ],
+      },
+    };
+    for (const controller of V1_CONTROLLERS) {
+      const { what, files } = settings[controller];
+      const hierarchy = path.join(this.root, controller);
+      if (!(await exists(path.join(hierarchy, 'cgroup.procs')))) {
+        unenforced.push(`${what}: no ${controller} cgroup hierarchy at ${hierarchy}`);
+        continue;
+      }
+      const dir = path.join(hierarchy, this.parent, name);
+      try {
+        await fs.mkdir(dir, { recursive: true });
+        for (const [file, value] of files) await fs.writeFile(path.join(dir, file), value);
+        procsFiles.push(path.join(dir, 'cgroup.procs'));
+      } catch (e) {
+        unenforced.push(`${what}: cannot set up cgroup ${dir} (${errCode(e)}); run as root or delegate a cgroup to this user`);
+      }
+    }
+    if (procsFiles.some((f) => f.includes(`${path.sep}memory${path.sep}`))) {
+      // Without swap accounting the memsw file is absent and there is no swap to limit.
+      await fs
+        .writeFile(path.join(this.root, 'memory', this.parent, name, 'memory.memsw.limit_in_bytes'), String(limits.memoryMb * 1024 * 1024))
+        .catch(() => undefined);
+    }
+    return { procsFiles, unenforced };
+  }
+
+  /** Out-of-memory kills recorded by the sandbox's memory cgroup, when readable. */
+  async oomKills(name: string): Promise<number | undefined> {
+    const layout = await this.layout();
+    const file =
+      layout === 'v2'
+        ? path.join(this.root, this.parent, name, 'memory.events')
+        : path.join(this.root, 'memory', this.parent, name, 'memory.oom_control');
+    const text = await fs.readFile(file, 'utf8').catch(() => '');
+    const m = /^oom_kill (\d+)/m.exec(text);
+    return m ? Number(m[1]) : undefined;
+  }
+
+  /** Kills every process still in the sandbox's cgroup and removes it. */
+  async remove(name: string): Promise<void> {
+    const dirs = await this.dirs(name);
+    for (let attempt = 0; attempt < 50; attempt++) {
+      let left = 0;
+      for (const dir of dirs) {
+        if (!(await exists(dir))) continue;
+        await fs.writeFile(path.join(dir, 'cgroup.kill'), '1').catch(() => undefined);
+        const procs = (await fs.readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch(() => ''))
+          .split('\n')
+          .filter(Boolean)
+          .map(Number);
+        for (const pid of procs) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // Exited meanwhile.
+          }
+        }
+        try {
+          await fs.rmdir(dir);
+        } catch (e) {
+          if (errCode(e) !== 'ENOENT') left++;
+        }
+      }
+      if (left === 0) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`Could not remove the sandbox cgroup of "${name}": processes keep running in it.`);
+  }
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await fs.access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function errCode(e: unknown): string {
+  return (e as NodeJS.ErrnoException)?.code ?? String(e);
+}

@@ -1,0 +1,363 @@
+import {
+  assertValidSandboxName,
+  assertValidSpec,
+  SandboxError,
+  type SandboxAvailability,
+  type SandboxExecOptions,
+  type SandboxExecResult,
+  type SandboxRuntime,
+  type SandboxSettings,
+  type SandboxSpec,
+  type SandboxState,
+} from './types';
+import { runCommand, shellQuote, type RunResult } from './process';
+import { describeExit, SANDBOX_BASE_ENV } from './sandbox-env';
+
+/**
+ * One driver for both OCI command-line engines: Docker and Podman take the same flags
+ * for everything Forge does. Where an engine refuses on a given host, the create is
+ * retried once per recognised error with the matching work-around (see
+ * `adjustmentForCreateError`).
+ */
+export type OciEngine = 'docker' | 'podman';
+
+export const LABEL_SANDBOX = 'dev.forge.sandbox';
+export const LABEL_SETTINGS = 'dev.forge.sandbox.settings';
+
+export interface OciAdjustments {
+  /** Podman: crun refuses cgroup v1 hybrid hosts; runc works. */
+  runtimeRunc?: boolean;
+  /** Podman rootful without CAP_SYS_RESOURCE cannot raise the default rlimits: set them explicitly. */
+  explicitUlimits?: boolean;
+}
+
+export interface OciCreateContext {
+  engine: OciEngine;
+  /** The invoking user; files written in the worktree belong to them. */
+  uid: number;
+  gid: number;
+  /** Podman rootless: map the invoking user with keep-id instead of --user. */
+  rootless: boolean;
+  adjustments: OciAdjustments;
+}
+
+export function buildOciCreateArgs(spec: SandboxSpec, ctx: OciCreateContext): string[] {
+  assertValidSpec(spec);
+  if (!spec.image) throw new SandboxError(`Sandbox "${spec.name}" needs an image for the ${ctx.engine} driver.`, 'invalid-spec');
+  const settings: SandboxSettings = { ...spec, driver: ctx.engine, unenforcedLimits: [] };
+  const args = [
+    'run', '-d',
+    '--name', spec.name,
+    '--label', `${LABEL_SANDBOX}=1`,
+    '--label', `${LABEL_SETTINGS}=${JSON.stringify(settings)}`,
+    '--init',
+    '--hostname', 'forge-sandbox',
+    '--network', spec.network ? 'host' : 'none',
+    '--cpus', String(spec.limits.cpus),
+    '--memory', `${spec.limits.memoryMb}m`,
+    '--memory-swap', `${spec.limits.memoryMb}m`,
+    '--pids-limit', String(spec.limits.pids),
+    '--read-only',
+    '--tmpfs', '/tmp:rw,exec,nosuid,nodev,mode=1777',
+    '--cap-drop', 'ALL',
+    '--security-opt', 'no-new-privileges',
+    '-v', `${spec.worktreeDir}:${spec.worktreeDir}:rw`,
+  ];
+  for (const [k, v] of Object.entries(SANDBOX_BASE_ENV)) args.push('-e', `${k}=${v}`);
+  if (spec.gitCommonDir) args.push('-v', `${spec.gitCommonDir}:${spec.gitCommonDir}:ro`);
+  for (const p of spec.readOnlyPaths ?? []) args.push('-v', `${p}:${p}:ro`);
+  for (const [k, v] of Object.entries(spec.labels ?? {})) args.push('--label', `${LABEL_SANDBOX}.${k}=${v}`);
+  if (ctx.engine === 'podman' && ctx.rootless) args.push('--userns=keep-id');
+  else args.push('--user', `${ctx.uid}:${ctx.gid}`);
+  if (ctx.adjustments.runtimeRunc) args.push('--runtime', 'runc');
+  if (ctx.adjustments.explicitUlimits) args.push('--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=4096:4096');
+  args.push('-w', spec.worktreeDir, spec.image, 'sleep', 'infinity');
+  return args;
+}
+
+/**
+ * The work-around for a create error this driver knows, or `null` (then the error is
+ * final). Only Podman needs any on the hosts seen so far.
+ */
+export function adjustmentForCreateError(engine: OciEngine, stderr: string, current: OciAdjustments): OciAdjustments | null {
+  if (engine !== 'podman') return null;
+  if (!current.runtimeRunc && /crun|cgroup.*(hybrid|v1)|hybrid.*cgroup/i.test(stderr)) {
+    return { ...current, runtimeRunc: true };
+  }
+  if (!current.explicitUlimits && /rlimit|ulimit|RLIMIT_/i.test(stderr)) {
+    return { ...current, explicitUlimits: true };
+  }
+  return null;
+}
+
+/**
+ * The in-sandbox wrapper of every exec: the command runs in its own session; a watcher
+ * kills that whole process group when the exec's stdin closes, which happens when the
+ * client that started it (Forge, or the shell shim) exits or is killed. Without it an
+ * aborted `docker exec` leaves its command running inside the container.
+ */
+export const OCI_EXEC_WRAPPER =
+  'exec 3<&0; setsid bash -c "$1" </dev/null 3<&- & p=$!; ' +
+  // A background job's stdin defaults to /dev/null; the explicit <&3 keeps the exec's stdin.
+  'setsid sh -c \'cat >/dev/null; kill -KILL -"$0" 2>/dev/null\' "$p" <&3 3<&- & w=$!; exec 3<&-; ' +
+  'wait "$p"; rc=$?; kill -KILL -"$w" 2>/dev/null; exit "$rc"';
+
+export interface OciExecShape {
+  cwd: string;
+  env?: Record<string, string>;
+  /** With stdin input the keep-alive watcher cannot be used: run bash directly. */
+  withInput?: boolean;
+}
+
+export function buildOciExecArgs(name: string, command: string, shape: OciExecShape): string[] {
+  const args = ['exec', '-i', '-w', shape.cwd];
+  for (const [k, v] of Object.entries(shape.env ?? {})) args.push('-e', `${k}=${v}`);
+  args.push(name);
+  if (shape.withInput) args.push('bash', '-c', command);
+  else args.push('sh', '-c', OCI_EXEC_WRAPPER, 'forge-exec', command);
+  return args;
+}
+
+/** Maps an engine's container status (Docker's or Podman's vocabulary) to Forge's states. */
+export function mapOciStatus(status: string, paused = false): SandboxState {
+  const s = status.toLowerCase();
+  if (s === 'running') return paused ? 'transient' : 'running';
+  if (s === 'exited' || s === 'stopped') return 'stopped';
+  // created/configured/initialized never ran or are mid-start; restarting, paused,
+  // removing, stopping and dead are in flux or broken: none is usable, none is absent.
+  return 'transient';
+}
+
+function isNoSuchContainer(stderr: string): boolean {
+  return /no such (object|container)|no container with name or id/i.test(stderr);
+}
+
+export interface OciRuntimeOptions {
+  engine: OciEngine;
+  /** The engine binary; defaults to the engine name on PATH. */
+  binary?: string;
+  /** Environment for the engine CLI (e.g. DOCKER_HOST). Defaults to process.env. */
+  env?: NodeJS.ProcessEnv;
+  uid?: number;
+  gid?: number;
+}
+
+export class OciRuntime implements SandboxRuntime {
+  readonly driver: OciEngine;
+  private readonly binary: string;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly uid: number;
+  private readonly gid: number;
+  /** Out-of-memory kill counts last read per sandbox, to tell a new OOM kill from an old one. */
+  private readonly oomKillsSeen = new Map<string, number>();
+
+  constructor(options: OciRuntimeOptions) {
+    this.driver = options.engine;
+    this.binary = options.binary ?? options.engine;
+    this.env = options.env ?? process.env;
+    this.uid = options.uid ?? process.getuid?.() ?? 0;
+    this.gid = options.gid ?? process.getgid?.() ?? 0;
+  }
+
+  private cli(args: string[], extra: { timeoutMs?: number; input?: string; keepStdinOpen?: boolean } = {}): Promise<RunResult> {
+    return runCommand(this.binary, args, { env: this.env, ...extra });
+  }
+
+  async checkAvailable(): Promise<SandboxAvailability> {
+    let r: RunResult;
+    try {
+      r = await this.cli(['version', '--format', '{{.Server.Version}}'], { timeoutMs: 15_000 });
+    } catch {
+      return {
+        available: false,
+        reason: `The ${this.driver} command was not found. Install ${this.driver === 'docker' ? 'Docker' : 'Podman'} or pick another sandbox driver (setting forge.sandbox.driver).`,
+      };
+    }
+    if (r.exitCode !== 0) {
+      return {
+        available: false,
+        reason: `${this.driver} is installed but its engine does not answer: ${firstLine(r.stderr) || 'no output'}. Start the ${this.driver} daemon (or set DOCKER_HOST) or pick another sandbox driver.`,
+      };
+    }
+    return { available: true, version: r.stdout.trim() };
+  }
+
+  private async isRootlessPodman(): Promise<boolean> {
+    if (this.driver !== 'podman') return false;
+    const r = await this.cli(['info', '--format', '{{.Host.Security.Rootless}}'], { timeoutMs: 15_000 });
+    return r.exitCode === 0 && r.stdout.trim() === 'true';
+  }
+
+  async create(spec: SandboxSpec): Promise<void> {
+    assertValidSpec(spec);
+    const ctx: OciCreateContext = {
+      engine: this.driver,
+      uid: this.uid,
+      gid: this.gid,
+      rootless: await this.isRootlessPodman(),
+      adjustments: {},
+    };
+    for (;;) {
+      const r = await this.cli(buildOciCreateArgs(spec, ctx), { timeoutMs: 120_000 });
+      if (r.exitCode === 0) return;
+      // A failed `run` can leave a created-but-not-started container behind.
+      await this.cli(['rm', '-f', spec.name], { timeoutMs: 60_000 }).catch(() => undefined);
+      const next = adjustmentForCreateError(this.driver, r.stderr, ctx.adjustments);
+      if (!next) {
+        if (/already in use|already exists/i.test(r.stderr)) {
+          throw new SandboxError(`Sandbox "${spec.name}" already exists.`, 'already-exists');
+        }
+        throw new SandboxError(
+          `Could not create sandbox "${spec.name}" with ${this.driver}: ${r.stderr.trim() || `exit ${r.exitCode}`}` +
+            (/no such image|unable to find image|image not known/i.test(r.stderr)
+              ? ` — build the image first (Forge: Build Sandbox Image) or set forge.sandbox.image.`
+              : ''),
+          'engine-failed',
+        );
+      }
+      ctx.adjustments = next;
+    }
+  }
+
+  async start(name: string): Promise<void> {
+    assertValidSandboxName(name);
+    const r = await this.cli(['start', name], { timeoutMs: 60_000 });
+    if (r.exitCode !== 0) throw new SandboxError(`Could not start sandbox "${name}": ${r.stderr.trim()}`, 'engine-failed');
+  }
+
+  async stop(name: string): Promise<void> {
+    assertValidSandboxName(name);
+    const r = await this.cli(['stop', '-t', '2', name], { timeoutMs: 60_000 });
+    if (r.exitCode !== 0 && !isNoSuchContainer(r.stderr)) {
+      throw new SandboxError(`Could not stop sandbox "${name}": ${r.stderr.trim()}`, 'engine-failed');
+    }
+  }
+
+  async exec(name: string, command: string, options: SandboxExecOptions = {}): Promise<SandboxExecResult> {
+    assertValidSandboxName(name);
+    const state = await this.state(name);
+    if (state !== 'running') {
+      throw new SandboxError(
+        `Sandbox "${name}" is ${state}, so the command was not run (it never runs on the host). ` +
+          (state === 'missing' ? 'It was removed; restart the loop to create a new one.' : 'Start it again or restart the loop.'),
+        state === 'unknown' ? 'state-unknown' : 'not-usable',
+      );
+    }
+    const cwd = options.cwd ?? (await this.readSettings(name))?.worktreeDir ?? '/';
+    const withInput = options.stdin !== undefined;
+    const args = buildOciExecArgs(name, command, { cwd, env: options.env, withInput });
+    const r = await this.cli(args, {
+      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+      ...(withInput ? { input: options.stdin } : { keepStdinOpen: true }),
+    });
+    // `docker exec` itself fails with 125-127 and a daemon message when the container
+    // vanished between the state check and the exec: say so rather than blame the command.
+    if (r.exitCode !== null && r.exitCode >= 125 && isNoSuchContainer(r.stderr)) {
+      throw new SandboxError(`Sandbox "${name}" disappeared; the command was not run (it never runs on the host).`, 'not-usable');
+    }
+    return this.classify(name, r);
+  }
+
+  private async classify(name: string, r: RunResult): Promise<SandboxExecResult> {
+    const base = { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
+    if (r.timedOut) return { ...base, killed: 'timeout', note: 'The command timed out and was killed inside the sandbox.' };
+    if (r.exitCode !== 137) return base;
+    const kills = await this.readOomKills(name);
+    const before = this.oomKillsSeen.get(name) ?? 0;
+    if (kills !== undefined) this.oomKillsSeen.set(name, kills);
+    const settings = await this.readSettings(name);
+    if (kills !== undefined && kills > before) {
+      return { ...base, killed: 'memory-limit', note: describeExit('memory-limit', settings?.limits.memoryMb) };
+    }
+    return { ...base, killed: 'signal', note: describeExit('signal', settings?.limits.memoryMb) };
+  }
+
+  /** The sandbox cgroup's out-of-memory kill count (cgroup v2 memory.events or v1 memory.oom_control). */
+  private async readOomKills(name: string): Promise<number | undefined> {
+    const r = await this.cli(
+      ['exec', name, 'sh', '-c', 'cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control'],
+      { timeoutMs: 30_000 },
+    );
+    const m = /^oom_kill (\d+)/m.exec(r.stdout);
+    return m ? Number(m[1]) : undefined;
+  }
+
+  async remove(name: string): Promise<void> {
+    assertValidSandboxName(name);
+    const r = await this.cli(['rm', '-f', name], { timeoutMs: 120_000 });
+    this.oomKillsSeen.delete(name);
+    if (r.exitCode !== 0 && !isNoSuchContainer(r.stderr)) {
+      throw new SandboxError(`Could not remove sandbox "${name}": ${r.stderr.trim()}`, 'engine-failed');
+    }
+  }
+
+  async state(name: string): Promise<SandboxState> {
+    assertValidSandboxName(name);
+    let r: RunResult;
+    try {
+      r = await this.cli(['inspect', '--type', 'container', '--format', '{{.State.Status}} {{.State.Paused}}', name], {
+        timeoutMs: 30_000,
+      });
+    } catch {
+      return 'unknown';
+    }
+    if (r.exitCode === 0) {
+      const [status = '', paused = 'false'] = r.stdout.trim().split(/\s+/);
+      return mapOciStatus(status, paused === 'true');
+    }
+    return isNoSuchContainer(r.stderr) ? 'missing' : 'unknown';
+  }
+
+  async listByPrefix(prefix: string): Promise<string[]> {
+    const r = await this.cli(['ps', '-a', '--filter', `label=${LABEL_SANDBOX}=1`, '--format', '{{.Names}}'], {
+      timeoutMs: 30_000,
+    });
+    if (r.exitCode !== 0) {
+      throw new SandboxError(`Could not list ${this.driver} sandboxes: ${r.stderr.trim()}`, 'state-unknown');
+    }
+    return r.stdout
+      .split('\n')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0 && s.startsWith(prefix))
+      .sort();
+  }
+
+  async readSettings(name: string): Promise<SandboxSettings | null> {
+    assertValidSandboxName(name);
+    const r = await this.cli(['inspect', '--type', 'container', '--format', `{{index .Config.Labels "${LABEL_SETTINGS}"}}`, name], {
+      timeoutMs: 30_000,
+    });
+    if (r.exitCode !== 0) {
+      if (isNoSuchContainer(r.stderr)) return null;
+      throw new SandboxError(`Could not read sandbox "${name}": ${r.stderr.trim()}`, 'state-unknown');
+    }
+    const text = r.stdout.trim();
+    if (!text || text === '<no value>') return null;
+    return JSON.parse(text) as SandboxSettings;
+  }
+
+  async renderShimLaunch(settings: SandboxSettings): Promise<string> {
+    const cli = [this.binary, 'exec', '-i', '-w', '"$FORGE_CWD"', settings.name].map((w) =>
+      w === '"$FORGE_CWD"' ? w : shellQuote(w),
+    );
+    const env = Object.entries(this.env)
+      .filter(([k]) => /^(DOCKER_HOST|DOCKER_CONFIG|DOCKER_CONTEXT|CONTAINER_HOST|CONTAINER_CONNECTION|XDG_RUNTIME_DIR)$/.test(k))
+      .map(([k, v]) => `export ${k}=${shellQuote(v ?? '')}`);
+    const inner = `sh -c ${shellQuote(OCI_EXEC_WRAPPER)} forge-exec "$FORGE_COMMAND"`;
+    return [
+      ...env,
+      // An idle pipe as the client's stdin keeps the in-sandbox watcher waiting until this
+      // shim (and so the client) dies: then the command is killed inside the sandbox too.
+      'exec 3< <(exec sleep 2147483647)',
+      'keeper=$!',
+      `${cli.join(' ')} ${inner} <&3 3<&-`,
+      'rc=$?',
+      'kill "$keeper" 2>/dev/null',
+      'exit "$rc"',
+    ].join('\n');
+  }
+}
+
+function firstLine(s: string): string {
+  return s.trim().split('\n')[0] ?? '';
+}
