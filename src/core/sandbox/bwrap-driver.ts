@@ -7,6 +7,7 @@ import {
   type SandboxAvailability,
   type SandboxExecOptions,
   type SandboxExecResult,
+  type SandboxLimits,
   type SandboxRuntime,
   type SandboxSettings,
   type SandboxSpec,
@@ -239,6 +240,16 @@ export class BwrapRuntime implements SandboxRuntime {
     } catch (e) {
       if (errCode(e) !== 'ENOENT') throw new SandboxError(`Could not remove sandbox "${name}": ${errCode(e)}`, 'engine-failed');
     }
+  }
+
+  async updateLimits(name: string, limits: SandboxLimits): Promise<void> {
+    assertValidSandboxName(name);
+    const record = await this.readRecord(name);
+    if (!record) throw new SandboxError(`Sandbox "${name}" does not exist.`, 'not-usable');
+    // Creating the cgroup again rewrites the limit files of the existing one.
+    const cg = await this.cgroups.create(name, limits);
+    const next: BwrapRecord = { ...record, limits, unenforcedLimits: cg.unenforced, procsFiles: cg.procsFiles };
+    await fs.writeFile(this.recordPath(name), JSON.stringify(next, null, 2));
   }
 
   async listByPrefix(prefix: string): Promise<string[]> {

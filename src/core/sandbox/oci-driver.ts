@@ -5,6 +5,7 @@ import {
   type SandboxAvailability,
   type SandboxExecOptions,
   type SandboxExecResult,
+  type SandboxLimits,
   type SandboxRuntime,
   type SandboxSettings,
   type SandboxSpec,
@@ -308,6 +309,15 @@ export class OciRuntime implements SandboxRuntime {
     return isNoSuchContainer(r.stderr) ? 'missing' : 'unknown';
   }
 
+  async updateLimits(name: string, limits: SandboxLimits): Promise<void> {
+    assertValidSandboxName(name);
+    const r = await this.cli(
+      ['update', '--cpus', String(limits.cpus), '--memory', `${limits.memoryMb}m`, '--memory-swap', `${limits.memoryMb}m`, '--pids-limit', String(limits.pids), name],
+      { timeoutMs: 60_000 },
+    );
+    if (r.exitCode !== 0) throw new SandboxError(`Could not change the limits of sandbox "${name}": ${r.stderr.trim()}`, 'engine-failed');
+  }
+
   async listByPrefix(prefix: string): Promise<string[]> {
     const r = await this.cli(['ps', '-a', '--filter', `label=${LABEL_SANDBOX}=1`, '--format', '{{.Names}}'], {
       timeoutMs: 30_000,
@@ -324,16 +334,29 @@ export class OciRuntime implements SandboxRuntime {
 
   async readSettings(name: string): Promise<SandboxSettings | null> {
     assertValidSandboxName(name);
-    const r = await this.cli(['inspect', '--type', 'container', '--format', `{{index .Config.Labels "${LABEL_SETTINGS}"}}`, name], {
-      timeoutMs: 30_000,
-    });
+    // Labels are fixed at create time; the limits are read live so `updateLimits` shows.
+    const r = await this.cli(
+      ['inspect', '--type', 'container', '--format', `{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} {{index .Config.Labels "${LABEL_SETTINGS}"}}`, name],
+      { timeoutMs: 30_000 },
+    );
     if (r.exitCode !== 0) {
       if (isNoSuchContainer(r.stderr)) return null;
       throw new SandboxError(`Could not read sandbox "${name}": ${r.stderr.trim()}`, 'state-unknown');
     }
-    const text = r.stdout.trim();
-    if (!text || text === '<no value>') return null;
-    return JSON.parse(text) as SandboxSettings;
+    const m = /^(\d+) (\d+) (-?\d+|<nil>) (.*)$/s.exec(r.stdout.trim());
+    if (!m || !m[4] || m[4] === '<no value>') return null;
+    const settings = JSON.parse(m[4]) as SandboxSettings;
+    const nano = Number(m[1]);
+    const mem = Number(m[2]);
+    const pids = Number(m[3]);
+    return {
+      ...settings,
+      limits: {
+        cpus: nano > 0 ? nano / 1e9 : settings.limits.cpus,
+        memoryMb: mem > 0 ? Math.round(mem / (1024 * 1024)) : settings.limits.memoryMb,
+        pids: pids > 0 ? pids : settings.limits.pids,
+      },
+    };
   }
 
   async renderShimLaunch(settings: SandboxSettings): Promise<string> {

@@ -108,6 +108,8 @@ export interface SandboxRuntime {
   /** Removes the sandbox and everything it holds (not the worktree). Absent is fine. */
   remove(name: string): Promise<void>;
   state(name: string): Promise<SandboxState>;
+  /** Changes the limits of an existing sandbox in place (running commands keep running where the engine allows). */
+  updateLimits(name: string, limits: SandboxLimits): Promise<void>;
   /** Names of this driver's sandboxes starting with `prefix`. Rejects when the engine cannot be asked. */
   listByPrefix(prefix: string): Promise<string[]>;
   /** The settings a sandbox was created with, or `null` when it has none (absent or not Forge's). */

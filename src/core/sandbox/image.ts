@@ -1,0 +1,62 @@
+import { spawn } from 'node:child_process';
+import { SandboxError } from './types';
+import type { OciEngine } from './oci-driver';
+
+export const DEFAULT_SANDBOX_IMAGE = 'forge-sandbox:latest';
+
+export interface BuildImageOptions {
+  engine: OciEngine;
+  /** Folder holding the Dockerfile (the extension's `container/`). */
+  contextDir: string;
+  tag?: string;
+  /** Each line of the engine's build output, as it comes. */
+  onLog?: (line: string) => void;
+  /** Environment for the engine CLI (e.g. DOCKER_HOST). */
+  env?: NodeJS.ProcessEnv;
+  binary?: string;
+  signal?: AbortSignal;
+}
+
+/** Builds `container/Dockerfile` into the sandbox image (Forge: Build Sandbox Image). */
+export async function buildImage(options: BuildImageOptions): Promise<{ tag: string }> {
+  const tag = options.tag ?? DEFAULT_SANDBOX_IMAGE;
+  const binary = options.binary ?? options.engine;
+  const args = ['build', '--tag', tag, options.contextDir];
+  const tail: string[] = [];
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(binary, args, {
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      signal: options.signal,
+    });
+    const onText = (() => {
+      let partial = '';
+      return (chunk: Buffer) => {
+        const lines = (partial + chunk.toString('utf8')).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          tail.push(line);
+          if (tail.length > 20) tail.shift();
+          options.onLog?.(line);
+        }
+      };
+    })();
+    child.stdout.on('data', onText);
+    child.stderr.on('data', onText);
+    child.on('error', (e) =>
+      reject(
+        (e as NodeJS.ErrnoException).code === 'ENOENT'
+          ? new SandboxError(`${binary} is not installed: install ${options.engine} to build the sandbox image.`, 'unavailable')
+          : e,
+      ),
+    );
+    child.on('close', resolve);
+  });
+  if (code !== 0) {
+    throw new SandboxError(
+      `Building the sandbox image ${tag} with ${options.engine} failed (exit ${code}). Last output:\n${tail.join('\n')}`,
+      'engine-failed',
+    );
+  }
+  return { tag };
+}

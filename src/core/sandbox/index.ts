@@ -1,0 +1,11 @@
+export * from './types';
+export { SandboxManager, type LoopSandboxRequest, type SandboxHandle, type ApplyLimitsOutcome, type SandboxManagerOptions } from './manager';
+export { selectDriver, AUTO_DRIVER_ORDER, type SandboxDriverSetting, type DriverSelection } from './select-driver';
+export { OciRuntime, buildOciCreateArgs, buildOciExecArgs, mapOciStatus, adjustmentForCreateError, type OciEngine } from './oci-driver';
+export { BwrapRuntime, buildBwrapArgs } from './bwrap-driver';
+export { MsbRuntime, buildMsbCreateArgs, buildMsbExecArgs, mapMsbStatus } from './msb-driver';
+export { SandboxCgroups } from './cgroup';
+export { prepareOpencodeSandbox, removeOpencodeSandboxShims, type OpencodeSandboxAdditions, type OpencodeSandboxOptions } from './shell-shim';
+export { buildImage, DEFAULT_SANDBOX_IMAGE, type BuildImageOptions } from './image';
+export { createSandboxRuntime, resolveSandboxRuntime, type RuntimeFactoryOptions } from './runtime-factory';
+export { SANDBOX_HOME, SANDBOX_BASE_ENV } from './sandbox-env';
