@@ -1,4 +1,4 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { WorkspaceError } from './workspace-error';
@@ -66,6 +66,38 @@ export function resolveDataDir(env: Env, options: ResolveDataDirOptions = {}): s
 }
 
 /**
+ * `mkdir -p` one level at a time. Node's `mkdir({ recursive: true })` spins
+ * forever under procfs (`/proc/...` answers ENOENT for every level), so a
+ * mistyped FORGE_DATA_DIR would hang Forge instead of failing.
+ */
+async function makeFolders(dir: string): Promise<void> {
+  const missing: string[] = [];
+  let current = dir;
+  for (;;) {
+    try {
+      const info = await stat(current);
+      if (!info.isDirectory()) {
+        throw Object.assign(new Error(`${current} is not a folder`), { code: 'ENOTDIR' });
+      }
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      const parent = path.dirname(current);
+      if (parent === current) break;
+      missing.unshift(current);
+      current = parent;
+    }
+  }
+  for (const folder of missing) {
+    try {
+      await mkdir(folder);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+}
+
+/**
  * Creates `<dataDir>/worktrees` and proves the folder is writable with a probe
  * file, so an unusable data folder fails before any loop is created.
  */
@@ -73,7 +105,7 @@ export async function ensureDataDir(dataDir: string): Promise<void> {
   const worktreesDir = path.join(dataDir, 'worktrees');
   const probe = path.join(dataDir, `.write-probe-${process.pid}-${Math.random().toString(36).slice(2)}`);
   try {
-    await mkdir(worktreesDir, { recursive: true });
+    await makeFolders(worktreesDir);
     await writeFile(probe, '');
     await rm(probe, { force: true });
   } catch (error) {

@@ -47,6 +47,34 @@ const REPOSITORY_SELECTING_VARIABLES = new Set([
   'GIT_PREFIX',
 ]);
 
+/**
+ * simple-git screens arguments and the environment for settings that make git
+ * run other programs, to protect callers that pass untrusted text. Forge builds
+ * every argument itself (loop names are validated slugs, refs are checked not to
+ * start with "-") and passes the user's own environment, which legitimately
+ * carries GIT_CONFIG_GLOBAL, GIT_ASKPASS (VS Code sets it), GIT_PAGER, hooks
+ * paths and the like; screening it would make Forge fail where plain git works.
+ */
+const TRUSTED_ENVIRONMENT = {
+  allowUnsafeAlias: true,
+  allowUnsafeAskPass: true,
+  allowUnsafeConfigPaths: true,
+  allowUnsafeConfigEnvCount: true,
+  allowUnsafeCredentialHelper: true,
+  allowUnsafeEditor: true,
+  allowUnsafeMergeDriver: true,
+  allowUnsafePager: true,
+  allowUnsafeSshCommand: true,
+  allowUnsafeGitProxy: true,
+  allowUnsafeHooksPath: true,
+  allowUnsafeDiffExternal: true,
+  allowUnsafeDiffTextConv: true,
+  allowUnsafeFilter: true,
+  allowUnsafeFsMonitor: true,
+  allowUnsafeGpgProgram: true,
+  allowUnsafeTemplateDir: true,
+} as const;
+
 export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
   // Messages are matched and shown to users: keep them in English, and never
   // let git wait for a password or an editor.
@@ -63,6 +91,7 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
         baseDir: cwd,
         trimmed: false,
         config: runOptions.config ?? [],
+        unsafe: TRUSTED_ENVIRONMENT,
         errors: (error, result) => {
           outcome = {
             exitCode: result.exitCode,
