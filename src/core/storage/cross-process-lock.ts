@@ -1,0 +1,252 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './errors';
+
+/**
+ * An exclusive lock shared by every process that opens one database: a lock
+ * file created with O_EXCL (`'wx'`), holding the owner's pid, process start
+ * time and host name.
+ *
+ * Why a lock file and not OS advisory locks: Node has no flock/fcntl API and
+ * Forge must not ship a native module. The cost is stale-lock handling: a
+ * process killed while holding the lock leaves the file behind, so a waiter
+ * checks whether the owner still lives (same host: `kill(pid, 0)`, plus the
+ * process start time from /proc on Linux so a recycled pid is not mistaken for
+ * the owner, plus the zombie state so an unreaped child counts as dead) and
+ * removes a dead owner's lock.
+ *
+ * Removing a stale lock is itself raced: two waiters may both decide the same
+ * lock is stale, and the slower one could delete the lock the faster one has
+ * just created. A second O_EXCL file, the breaker, serialises removals, and the
+ * remover re-reads the lock under the breaker and deletes it only if it is
+ * still the same stale content. The breaker is held for microseconds; if its
+ * owner dies in that window the breaker is removed once its owner is dead too.
+ *
+ * The lock is only ever held inside synchronous sections (a write transaction,
+ * the install step of a compaction), so waiting is a short synchronous
+ * back-off (Atomics.wait) and never spans an `await`.
+ */
+export interface LockOwner {
+  readonly pid: number;
+  /** Process start time in clock ticks since boot (Linux), null elsewhere. */
+  readonly startTime: string | null;
+  readonly host: string;
+  readonly token: string;
+  readonly acquiredAt: number;
+}
+
+export interface CrossProcessLockOptions {
+  readonly lockPath: string;
+  readonly breakerPath: string;
+  /** How long acquire() waits for a live owner before failing with `locked_timeout`. */
+  readonly timeoutMs: number;
+  readonly onWarning: (message: string) => void;
+}
+
+export interface CrossProcessLock {
+  acquire(): void;
+  release(): void;
+  readonly held: boolean;
+}
+
+/** An unparsable lock file younger than this may be a lock being written right now. */
+const UNPARSABLE_LOCK_GRACE_MS = 5_000;
+const MAX_BACKOFF_MS = 20;
+
+function readProcStat(pid: number | 'self'): { startTime: string; zombie: boolean } | undefined {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces and parentheses).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const state = fields[0];
+    const startTime = fields[19];
+    return startTime === undefined ? undefined : { startTime, zombie: state === 'Z' || state === 'X' };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a process with this pid runs on this machine (zombies count as dead). */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if (systemErrorCode(error) === 'ESRCH') return false;
+  }
+  return readProcStat(pid)?.zombie !== true;
+}
+
+/** Whether the process that wrote `owner` may still be running. Unknown counts as alive. */
+export function isLockOwnerAlive(owner: LockOwner): boolean {
+  if (owner.host !== os.hostname()) return true; // another machine sharing the folder: cannot tell
+  try {
+    process.kill(owner.pid, 0);
+  } catch (error) {
+    if (systemErrorCode(error) === 'ESRCH') return false;
+    // EPERM: the pid exists but belongs to another user; fall through to the start-time check.
+  }
+  const stat = readProcStat(owner.pid);
+  if (stat === undefined) return true;
+  if (stat.zombie) return false;
+  return owner.startTime === null || owner.startTime === stat.startTime;
+}
+
+function parseOwner(text: string): LockOwner | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<LockOwner>;
+    if (typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string') {
+      return {
+        pid: value.pid,
+        host: value.host,
+        token: value.token,
+        startTime: typeof value.startTime === 'string' ? value.startTime : null,
+        acquiredAt: typeof value.acquiredAt === 'number' ? value.acquiredAt : 0,
+      };
+    }
+  } catch {
+    // fall through
+  }
+  return undefined;
+}
+
+export function createCrossProcessLock(options: CrossProcessLockOptions): CrossProcessLock {
+  const { lockPath, breakerPath, timeoutMs, onWarning } = options;
+  const ownStartTime = readProcStat('self')?.startTime ?? null;
+  const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+  let heldToken: string | null = null;
+
+  const sleep = (ms: number): void => {
+    Atomics.wait(sleepCell, 0, 0, ms);
+  };
+
+  const ownerRecord = (): LockOwner => ({
+    pid: process.pid,
+    startTime: ownStartTime,
+    host: os.hostname(),
+    token: randomBytes(8).toString('hex'),
+    acquiredAt: Date.now(),
+  });
+
+  /** Creates `filePath` exclusively with our owner record; false if it exists. */
+  const tryCreate = (filePath: string, owner: LockOwner): boolean => {
+    let fd: number;
+    try {
+      fd = fs.openSync(filePath, 'wx');
+    } catch (error) {
+      if (systemErrorCode(error) === 'EEXIST') return false;
+      throw describeFileSystemError(error, filePath, 'create the lock file') ?? error;
+    }
+    try {
+      fs.writeSync(fd, JSON.stringify(owner));
+    } finally {
+      fs.closeSync(fd);
+    }
+    return true;
+  };
+
+  const readLock = (filePath: string): { text: string; mtimeMs: number } | undefined => {
+    try {
+      const text = fs.readFileSync(filePath, 'utf8');
+      const { mtimeMs } = fs.statSync(filePath);
+      return { text, mtimeMs };
+    } catch (error) {
+      if (systemErrorCode(error) === 'ENOENT') return undefined;
+      throw describeFileSystemError(error, filePath, 'read the lock file') ?? error;
+    }
+  };
+
+  const isStale = (lock: { text: string; mtimeMs: number }): boolean => {
+    const owner = parseOwner(lock.text);
+    if (owner === undefined) return Date.now() - lock.mtimeMs > UNPARSABLE_LOCK_GRACE_MS;
+    return !isLockOwnerAlive(owner);
+  };
+
+  const unlinkIfPresent = (filePath: string): void => {
+    try {
+      fs.unlinkSync(filePath);
+    } catch (error) {
+      if (systemErrorCode(error) !== 'ENOENT') throw error;
+    }
+  };
+
+  /** Removes the lock if it still holds `staleText`; serialised by the breaker file. */
+  const breakStaleLock = (staleText: string): void => {
+    if (!tryCreate(breakerPath, ownerRecord())) {
+      const breaker = readLock(breakerPath);
+      if (breaker !== undefined && isStale(breaker)) unlinkIfPresent(breakerPath);
+      return; // retry on the next round
+    }
+    try {
+      const current = readLock(lockPath);
+      if (current !== undefined && current.text === staleText) {
+        unlinkIfPresent(lockPath);
+        const owner = parseOwner(staleText);
+        onWarning(
+          `Forge removed the lock ${lockPath} left by ${owner ? `process ${owner.pid}, which is no longer running` : 'a process that died while creating it'}.`,
+        );
+      }
+    } finally {
+      unlinkIfPresent(breakerPath);
+    }
+  };
+
+  return {
+    get held() {
+      return heldToken !== null;
+    },
+
+    acquire() {
+      if (heldToken !== null) throw new Error(`lock ${lockPath} is already held by this connection`);
+      const deadline = Date.now() + timeoutMs;
+      let backoffMs = 1;
+      for (;;) {
+        const owner = ownerRecord();
+        if (tryCreate(lockPath, owner)) {
+          heldToken = owner.token;
+          return;
+        }
+        const current = readLock(lockPath);
+        if (current === undefined) continue; // released between our attempts: retry at once
+        if (isStale(current)) {
+          breakStaleLock(current.text);
+          continue;
+        }
+        if (Date.now() >= deadline) {
+          const holder = parseOwner(current.text);
+          throw new ForgeDatabaseError(
+            'locked_timeout',
+            lockPath,
+            `Forge waited ${Math.round(timeoutMs / 1000)} s for the database lock ${lockPath}, held by ` +
+              `${holder ? `process ${holder.pid} on ${holder.host}` : 'an unknown process'}. ` +
+              `Another Forge window or CLI is busy with this database; try again. ` +
+              `If no other Forge process is running, delete ${lockPath}.`,
+          );
+        }
+        sleep(backoffMs);
+        backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+      }
+    },
+
+    release() {
+      const token = heldToken;
+      if (token === null) return;
+      heldToken = null;
+      let text: string | undefined;
+      try {
+        text = fs.readFileSync(lockPath, 'utf8');
+      } catch (error) {
+        if (systemErrorCode(error) !== 'ENOENT') throw error;
+      }
+      if (text === undefined || parseOwner(text)?.token !== token) {
+        onWarning(
+          `Forge's lock ${lockPath} was removed by another process while this process held it ` +
+            `(it judged this process dead). Writes stay consistent, but check for clock or pid-namespace oddities.`,
+        );
+        return;
+      }
+      unlinkIfPresent(lockPath);
+    },
+  };
+}
