@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { FORGE_COMMIT_IDENTITY, WorkspaceError, loopTeardownMessage, sectionCheckpointMessage, type LoopWorktree, type WorktreeService } from '../../../src/core/workspace';
+import { createGitSandbox, rejection, type GitSandbox } from './git-fixture';
+
+describe('workspace: commits on the loop branch', () => {
+  let box: GitSandbox;
+  let repo: string;
+  let service: WorktreeService;
+  let loop: LoopWorktree;
+  beforeEach(async () => {
+    box = createGitSandbox();
+    repo = box.initRepo('repo', { files: { 'README.md': '# repo\n', '.gitignore': 'build/\n', 'old.txt': 'old\n' } });
+    service = box.service();
+    loop = await service.createWorktree({ repoPath: repo, loopName: 'committer' });
+  });
+  afterEach(() => box.cleanup());
+
+  const author = (dir: string) => box.git(dir, 'log', '-1', '--format=%an <%ae>|%cn <%ce>');
+
+  it('stages everything (new, modified, deleted) and returns the commit sha', async () => {
+    box.write(loop.worktreeDir, { 'new.txt': 'new\n', 'README.md': '# changed\n', 'deep/nested/file.ts': 'x' });
+    box.git(loop.worktreeDir, 'rm', '-q', 'old.txt');
+    const sha = await service.commitAll(loop.worktreeDir, sectionCheckpointMessage(1, 'First section'));
+    assert.ok(sha);
+    assert.equal(sha, box.git(loop.worktreeDir, 'rev-parse', 'HEAD'));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%s'), 'section 1: First section');
+    assert.equal(box.git(loop.worktreeDir, 'show', '--name-status', '--format=', 'HEAD'), 'M\tREADME.md\nA\tdeep/nested/file.ts\nA\tnew.txt\nD\told.txt');
+    assert.equal(box.git(loop.worktreeDir, 'status', '--porcelain'), '');
+    // Only the loop branch moved.
+    assert.equal(box.git(repo, 'rev-parse', 'main'), loop.baseCommit);
+    assert.equal(box.git(repo, 'rev-parse', loop.branch), sha);
+  });
+
+  it('returns null when there is nothing to commit', async () => {
+    assert.equal(await service.commitAll(loop.worktreeDir, 'nothing'), null);
+    assert.equal(box.git(loop.worktreeDir, 'rev-parse', 'HEAD'), loop.baseCommit);
+  });
+
+  it('returns null when only ignored files and artefacts changed', async () => {
+    box.write(loop.worktreeDir, { 'build/out.js': 'x', '.opencode/package.json': '{}', '.opencode/node_modules/a.js': '' });
+    assert.equal(await service.commitAll(loop.worktreeDir, 'nothing'), null);
+  });
+
+  it('keeps .opencode/ out even when an agent staged it or deleted the ignore file', async () => {
+    box.write(loop.worktreeDir, { '.opencode/plugin.js': 'x', 'feature.ts': 'y' });
+    box.git(loop.worktreeDir, 'add', '-f', '.opencode/plugin.js');
+    box.git(loop.worktreeDir, 'rm', '-q', '--cached', '--ignore-unmatch', '.opencode/.gitignore');
+    writeFileSync(path.join(loop.worktreeDir, '.opencode', '.gitignore'), 'node_modules\n'); // e.g. opencode rewrote it
+    const sha = await service.commitAll(loop.worktreeDir, 'section 1: feature');
+    assert.ok(sha);
+    assert.equal(box.git(loop.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), 'feature.ts');
+  });
+
+  it('commits .opencode/ changes when the repository tracks that folder', async () => {
+    box.commit(repo, { '.opencode/agent/a.md': 'v1' });
+    const tracked = await service.createWorktree({ repoPath: repo, loopName: 'tracked' });
+    box.write(tracked.worktreeDir, { '.opencode/agent/a.md': 'v2' });
+    assert.ok(await service.commitAll(tracked.worktreeDir, 'edit agent'));
+    assert.equal(box.git(tracked.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), '.opencode/agent/a.md');
+  });
+
+  it('uses the Forge identity when the user has no user.email', async () => {
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    await service.commitAll(loop.worktreeDir, 'identity');
+    const forge = `${FORGE_COMMIT_IDENTITY.name} <${FORGE_COMMIT_IDENTITY.email}>`;
+    assert.equal(author(loop.worktreeDir), `${forge}|${forge}`);
+    // Without a global identity the repository config stays untouched: no user.* written.
+    assert.equal(box.gitStatus(repo, 'config', '--get', 'user.email'), 1);
+  });
+
+  it('uses the user\'s global identity when configured', async () => {
+    box.setGlobalIdentity('Ada Lovelace', 'ada@example.com');
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    await service.commitAll(loop.worktreeDir, 'identity');
+    assert.equal(author(loop.worktreeDir), 'Ada Lovelace <ada@example.com>|Ada Lovelace <ada@example.com>');
+  });
+
+  it('uses the repository\'s own identity when configured there', async () => {
+    box.git(repo, 'config', 'user.name', 'Repo Person');
+    box.git(repo, 'config', 'user.email', 'repo@example.com');
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    await service.commitAll(loop.worktreeDir, 'identity');
+    assert.equal(author(loop.worktreeDir), 'Repo Person <repo@example.com>|Repo Person <repo@example.com>');
+  });
+
+  it('writes multi-line teardown messages verbatim', async () => {
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    await service.commitAll(loop.worktreeDir, loopTeardownMessage('committer', 'completed', 3, 'Summary of the work.'));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%B'), 'loop: committer completed after 3 iterations\n\nSummary of the work.');
+  });
+
+  it('reports a commit hook rejection and keeps the changes staged', async () => {
+    const hook = path.join(repo, '.git', 'hooks', 'pre-commit');
+    writeFileSync(hook, '#!/bin/sh\necho "lint failed: missing semicolon" >&2\nexit 1\n');
+    chmodSync(hook, 0o755);
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    const error = await rejection(service.commitAll(loop.worktreeDir, 'hooked'));
+    assert.ok(error instanceof WorkspaceError);
+    assert.equal(error.code, 'commit_failed');
+    assert.match(error.message, /lint failed: missing semicolon.*hook/);
+    assert.equal(box.git(loop.worktreeDir, 'diff', '--cached', '--name-only'), 'a.txt');
+  });
+
+  it('refuses to commit outside Forge\'s worktrees (the user\'s own tree)', async () => {
+    box.write(repo, { 'user-work.txt': 'mine' });
+    for (const dir of [repo, path.join(loop.worktreeDir, 'deep')]) {
+      const error = await rejection(service.commitAll(dir, 'nope'));
+      assert.equal((error as WorkspaceError).code, 'worktree_outside_data_dir', dir);
+    }
+    assert.equal(box.git(repo, 'status', '--porcelain'), '?? user-work.txt');
+    assert.equal(box.git(repo, 'rev-parse', 'HEAD'), loop.baseCommit);
+  });
+
+  it('reports a missing worktree', async () => {
+    const gone = path.join(path.dirname(loop.worktreeDir), 'never-created');
+    const error = await rejection(service.commitAll(gone, 'nope'));
+    assert.equal((error as WorkspaceError).code, 'missing_worktree');
+  });
+});
