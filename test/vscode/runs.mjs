@@ -1,0 +1,31 @@
+// The configurations ("runs") in which Forge's extension tests are run. Each run
+// is a separate code-server + extension host; the suite runs the test files of
+// `test/vscode/suite/runs/<name>/` in the run <name>, and every other test file
+// in the run `main`. Add a run here and a folder there to test another
+// configuration.
+
+/** @typedef {{ name: string, trusted: boolean, env: Record<string, string>, description: string }} VsCodeTestRun */
+
+/** @type {VsCodeTestRun[]} */
+export const vscodeTestRuns = [
+  {
+    name: 'main',
+    description: 'trusted fresh git repository',
+    trusted: true,
+    // Proves that the environment of a run reaches the extension host (harness.test.ts).
+    env: { FORGE_VSCODE_ENV_PROBE: 'reaches-the-extension-host' },
+  },
+  {
+    name: 'untrusted',
+    description: 'fresh git repository opened in restricted mode (workspace not trusted)',
+    trusted: false,
+    env: {},
+  },
+];
+
+/** @param {string} name */
+export function vscodeTestRun(name) {
+  const run = vscodeTestRuns.find((r) => r.name === name);
+  if (!run) throw new Error(`Unknown VS Code test run "${name}"; known runs: ${vscodeTestRuns.map((r) => r.name).join(', ')} (test/vscode/runs.mjs).`);
+  return run;
+}

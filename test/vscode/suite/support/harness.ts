@@ -1,0 +1,56 @@
+// What the harness that started this extension host tells the tests, and the
+// requests a test can make to it (a screenshot of the workbench page).
+// The harness passes one JSON environment variable, FORGE_VSCODE_HARNESS, to
+// code-server; environment variables given to code-server reach the extension
+// host, and so reach this module.
+
+export const HARNESS_ENV = 'FORGE_VSCODE_HARNESS';
+
+export interface HarnessInfo {
+  /** Name of the run (configuration) this extension host belongs to: `main`, `untrusted`, … */
+  run: string;
+  /** `code-server` (test/vscode/run-host.mjs) or `electron` (test/vscode/run-electron.mjs). */
+  host: 'code-server' | 'electron';
+  /** Absolute path of the folder the harness opened as the workspace. */
+  workspaceFolder: string;
+  /** `publisher.name` of the extension under development. */
+  extensionId: string;
+  /** Absolute path of the extension under development (extensionDevelopmentPath). */
+  extensionPath: string;
+  /** Whether the harness asked for a trusted workspace. */
+  trusted: boolean;
+  /** Names of the extra environment variables the harness was asked to pass to the extension host. */
+  extraEnv: string[];
+  /** Base URL of the harness's control server on 127.0.0.1, or null when the host has none (electron). */
+  controlUrl: string | null;
+}
+
+export function harnessInfo(): HarnessInfo {
+  const raw = process.env[HARNESS_ENV];
+  if (!raw) {
+    throw new Error(`${HARNESS_ENV} is not set: start the extension tests through test/vscode/run-host.mjs (or scripts/vscode-test.mjs), not directly.`);
+  }
+  const info = JSON.parse(raw) as HarnessInfo;
+  for (const key of ['run', 'host', 'workspaceFolder', 'extensionId', 'extensionPath'] as const) {
+    if (typeof info[key] !== 'string' || info[key] === '') throw new Error(`${HARNESS_ENV} has no "${key}": ${raw}`);
+  }
+  return info;
+}
+
+/**
+ * Asks the harness to save a PNG screenshot of the whole workbench page (what a
+ * user would see in the browser window) and returns the file's absolute path,
+ * under `.test-artifacts/vscode/<run>/<name>.png`. Resolves once the file is written.
+ */
+export async function requestScreenshot(name: string): Promise<string> {
+  const { controlUrl } = harnessInfo();
+  if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it cannot take workbench screenshots.');
+  const response = await fetch(`${controlUrl}/screenshot`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name }),
+  });
+  const body = (await response.json()) as { path?: string; error?: string };
+  if (!response.ok || !body.path) throw new Error(`The harness could not take the screenshot "${name}": ${body.error ?? response.statusText}`);
+  return body.path;
+}
