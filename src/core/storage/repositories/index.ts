@@ -1,0 +1,61 @@
+import type { SqlExecutor } from '../sql-executor';
+import { createFeatureGroupsRepository, type FeatureGroupsRepository } from './feature-groups-repository';
+import { createLoopAttemptsRepository, type LoopAttemptsRepository } from './loop-attempts-repository';
+import { createLoopHandoffsRepository, type LoopHandoffsRepository } from './loop-handoffs-repository';
+import { createLoopSessionUsageRepository, type LoopSessionUsageRepository } from './loop-session-usage-repository';
+import { createLoopTransitionsRepository, type LoopTransitionsRepository } from './loop-transitions-repository';
+import { createLoopsRepository, type LoopsRepository } from './loops-repository';
+import { createPlanAmendmentsRepository, type PlanAmendmentsRepository } from './plan-amendments-repository';
+import { createPlansRepository, type PlansRepository } from './plans-repository';
+import { createPreferencesRepository, type PreferencesRepository } from './preferences-repository';
+import { createReviewFindingsRepository, type ReviewFindingsRepository } from './review-findings-repository';
+import { createSectionPlansRepository, type SectionPlansRepository } from './section-plans-repository';
+import { systemClock, type Clock } from './row-values';
+
+export * from './feature-groups-repository';
+export * from './loop-attempts-repository';
+export * from './loop-handoffs-repository';
+export * from './loop-session-usage-repository';
+export * from './loop-transitions-repository';
+export * from './loops-repository';
+export * from './plan-amendments-repository';
+export * from './plans-repository';
+export * from './preferences-repository';
+export * from './review-findings-repository';
+export * from './section-plans-repository';
+export { RowNotFoundError, systemClock, type Clock } from './row-values';
+
+export interface ForgeRepositories {
+  readonly loops: LoopsRepository;
+  readonly plans: PlansRepository;
+  readonly reviewFindings: ReviewFindingsRepository;
+  readonly sectionPlans: SectionPlansRepository;
+  readonly transitions: LoopTransitionsRepository;
+  readonly planAmendments: PlanAmendmentsRepository;
+  readonly sessionUsage: LoopSessionUsageRepository;
+  readonly handoffs: LoopHandoffsRepository;
+  readonly featureGroups: FeatureGroupsRepository;
+  readonly attempts: LoopAttemptsRepository;
+  readonly preferences: PreferencesRepository;
+}
+
+/**
+ * Every repository over one database (or over a transaction handle, so that
+ * several repositories' writes commit atomically:
+ * `db.transaction((tx) => { const r = createForgeRepositories(tx); … })`).
+ */
+export function createForgeRepositories(db: SqlExecutor, clock: Clock = systemClock): ForgeRepositories {
+  return {
+    loops: createLoopsRepository(db, clock),
+    plans: createPlansRepository(db, clock),
+    reviewFindings: createReviewFindingsRepository(db, clock),
+    sectionPlans: createSectionPlansRepository(db, clock),
+    transitions: createLoopTransitionsRepository(db, clock),
+    planAmendments: createPlanAmendmentsRepository(db, clock),
+    sessionUsage: createLoopSessionUsageRepository(db, clock),
+    handoffs: createLoopHandoffsRepository(db, clock),
+    featureGroups: createFeatureGroupsRepository(db, clock),
+    attempts: createLoopAttemptsRepository(db, clock),
+    preferences: createPreferencesRepository(db, clock),
+  };
+}
