@@ -1,0 +1,212 @@
+/**
+ * The catalogue of Forge's agent tools: names, which agent role may call each, and the zod
+ * schema of its arguments. Shared by the MCP tool server (validation, role checks), the
+ * permission ruleset (per-role denies, so a role never even sees a tool it may not call) and
+ * the opencode configuration builder.
+ */
+import { z } from 'zod';
+
+/** Name of Forge's MCP server in opencode's `mcp` configuration; opencode prefixes tool names with it. */
+export const FORGE_MCP_SERVER_NAME = 'forge';
+
+export type ForgeAgentRole = 'code' | 'auditor' | 'architect';
+export const FORGE_AGENT_ROLES: readonly ForgeAgentRole[] = ['code', 'auditor', 'architect'];
+
+/** opencode agent name per role. */
+export const FORGE_AGENT_NAMES: Record<ForgeAgentRole, string> = {
+  code: 'forge-code',
+  auditor: 'forge-auditor',
+  architect: 'forge-architect',
+};
+
+export const FORGE_TOOL_NAMES = [
+  'review_write',
+  'review_read',
+  'review_delete',
+  'plan_read',
+  'plan_write',
+  'plan_edit',
+  'section_read',
+  'plan_adjust',
+  'loop_handoff',
+] as const;
+export type ForgeToolName = (typeof FORGE_TOOL_NAMES)[number];
+
+export const TOOLS_BY_ROLE: Record<ForgeAgentRole, readonly ForgeToolName[]> = {
+  auditor: ['review_write', 'review_read', 'review_delete', 'section_read', 'plan_read', 'plan_adjust', 'loop_handoff'],
+  code: ['review_read', 'plan_read', 'section_read', 'loop_handoff'],
+  architect: ['plan_read', 'plan_write', 'plan_edit'],
+};
+
+/**
+ * Tools of other Forge hosts (the opencode-forge plugin) that start, cancel or inspect loops.
+ * Forge never serves them over MCP, but loop sessions deny them by name in case a user's own
+ * configuration brings such a server in under the same name.
+ */
+export const FORGE_LOOP_CONTROL_TOOL_NAMES = ['execute_plan', 'execute_goal', 'loop_status', 'loop_cancel', 'loop_restart'] as const;
+
+export function roleMayUseTool(role: ForgeAgentRole, tool: ForgeToolName): boolean {
+  return TOOLS_BY_ROLE[role].includes(tool);
+}
+
+/** The name opencode gives an MCP tool: `<server>_<tool>`, non-[a-zA-Z0-9_-] replaced by `_`. */
+export function opencodeToolName(tool: string, server: string = FORGE_MCP_SERVER_NAME): string {
+  const clean = (s: string) => s.replace(/[^a-zA-Z0-9_-]/g, '_');
+  return `${clean(server)}_${clean(tool)}`;
+}
+
+const nonEmpty = (what: string) => z.string().trim().min(1, `${what} must not be empty`);
+
+export const reviewWriteArgs = z.object({
+  file: nonEmpty('file').describe('Path of the file the finding is about, relative to the worktree (or GOAL / PLAN for the plan itself).'),
+  line: z.number().int().min(0).describe('1-based line number the finding points at (0 when it is about the whole file).'),
+  severity: z.enum(['bug', 'warning']).describe('"bug" blocks completion; "warning" does not.'),
+  description: nonEmpty('description').describe('What is wrong, precisely enough for the coder to fix it without more context.'),
+  scenario: z.string().optional().describe('Optional: the input or steps that show the problem.'),
+});
+
+export const reviewReadArgs = z.object({
+  file: z.string().trim().min(1).optional().describe('Only findings for this file (relative to the worktree).'),
+});
+
+export const reviewDeleteArgs = z
+  .object({
+    id: z.number().int().positive().optional().describe('Id of the finding, as review_read lists it.'),
+    file: z.string().trim().min(1).optional().describe('Alternatively: the file of the finding …'),
+    line: z.number().int().min(0).optional().describe('… and its line.'),
+  })
+  .refine((v) => v.id !== undefined || (v.file !== undefined && v.line !== undefined), {
+    message: 'give either "id", or both "file" and "line" of the finding to resolve',
+  });
+
+export const planReadArgs = z.object({
+  offset: z.number().int().min(0).optional().describe('First line to return (0-based).'),
+  limit: z.number().int().min(1).max(5000).optional().describe('Number of lines to return.'),
+  pattern: z.string().min(1).optional().describe('Only lines matching this regular expression.'),
+});
+
+export const planWriteArgs = z.object({
+  content: nonEmpty('content').describe('The complete plan in markdown; replaces the stored plan.'),
+});
+
+export const planEditArgs = z.object({
+  oldString: z.string().min(1, 'oldString must not be empty').describe('Exact text to replace.'),
+  newString: z.string().describe('Replacement text.'),
+  replaceAll: z.boolean().optional().describe('Replace every occurrence instead of requiring exactly one.'),
+});
+
+export const sectionReadArgs = z.object({
+  index: z.number().int().min(0).optional().describe('0-based section index; default: the current section.'),
+  pendingSuffix: z.boolean().optional().describe('Return the current and all pending sections instead of one.'),
+});
+
+export const planSectionArgs = z.object({
+  title: nonEmpty('section title'),
+  content: nonEmpty('section content'),
+});
+
+export const planAdjustArgs = z
+  .object({
+    rationale: nonEmpty('rationale').describe('Why the plan must change.'),
+    currentSection: planSectionArgs.optional().describe('Revised version of the section under audit.'),
+    sections: z.array(planSectionArgs).optional().describe('Replacement for all pending sections after the current one.'),
+  })
+  .refine((v) => v.currentSection !== undefined || v.sections !== undefined, {
+    message: 'give "currentSection", "sections", or both',
+  });
+
+/** Free text; a list of strings is accepted too (models like lists) and joined by line breaks. */
+const looseText = z.union([z.string(), z.array(z.string())]).transform((v) => (Array.isArray(v) ? v.join('\n') : v));
+
+export const loopHandoffArgs = z.object({
+  decisions: looseText.optional().describe('Coder: what you changed and the choices you made.'),
+  verification: looseText.optional().describe('Coder: how you verified it (commands you ran and their result).'),
+  notesForAuditor: looseText.optional().describe('Coder: anything the auditor should look at closely (may be empty).'),
+  summary: looseText.optional().describe('Auditor: what was done.'),
+  done: z.boolean().optional().describe('Auditor: true when nothing in scope is left to do.'),
+  deviations: looseText.optional().describe('Auditor: where the work departs from the plan.'),
+  followUps: looseText.optional().describe('Auditor: work for later (not blocking).'),
+});
+
+const requiredText = (what: string) => looseText.pipe(z.string().trim().min(1, `${what} must not be empty`));
+
+export const coderHandoffPayload = z.object({
+  decisions: requiredText('decisions'),
+  verification: requiredText('verification'),
+  notesForAuditor: looseText.default(''),
+});
+
+export const auditorHandoffPayload = z.object({
+  summary: requiredText('summary'),
+  done: z.boolean({ error: 'done must be true or false' }),
+  deviations: looseText.default(''),
+  followUps: looseText.default(''),
+});
+
+export type ReviewWriteArgs = z.infer<typeof reviewWriteArgs>;
+export type ReviewReadArgs = z.infer<typeof reviewReadArgs>;
+export type ReviewDeleteArgs = z.infer<typeof reviewDeleteArgs>;
+export type PlanReadArgs = z.infer<typeof planReadArgs>;
+export type PlanWriteArgs = z.infer<typeof planWriteArgs>;
+export type PlanEditArgs = z.infer<typeof planEditArgs>;
+export type SectionReadArgs = z.infer<typeof sectionReadArgs>;
+export type PlanAdjustArgs = z.infer<typeof planAdjustArgs>;
+export type LoopHandoffArgs = z.infer<typeof loopHandoffArgs>;
+export type CoderHandoffPayload = z.infer<typeof coderHandoffPayload>;
+export type AuditorHandoffPayload = z.infer<typeof auditorHandoffPayload>;
+
+export interface ForgeToolDefinition {
+  name: ForgeToolName;
+  description: string;
+  args: z.ZodType;
+}
+
+export const FORGE_TOOLS: Record<ForgeToolName, ForgeToolDefinition> = {
+  review_write: {
+    name: 'review_write',
+    description: 'Record an audit finding (a bug or a warning) about a file in the worktree. The coder sees every open finding in full.',
+    args: reviewWriteArgs,
+  },
+  review_read: {
+    name: 'review_read',
+    description: "List this loop's open audit findings, optionally for one file.",
+    args: reviewReadArgs,
+  },
+  review_delete: {
+    name: 'review_delete',
+    description: 'Mark an audit finding as resolved (by id, or by file and line) once the code fixes it.',
+    args: reviewDeleteArgs,
+  },
+  plan_read: {
+    name: 'plan_read',
+    description: 'Read the plan of record, optionally a range of lines or the lines matching a pattern.',
+    args: planReadArgs,
+  },
+  plan_write: {
+    name: 'plan_write',
+    description: 'Write the complete plan of record (markdown, "## " headings split it into sections).',
+    args: planWriteArgs,
+  },
+  plan_edit: {
+    name: 'plan_edit',
+    description: 'Edit the plan of record by exact string replacement.',
+    args: planEditArgs,
+  },
+  section_read: {
+    name: 'section_read',
+    description: 'Read the section of the plan being worked on (or another by index, or all pending sections).',
+    args: sectionReadArgs,
+  },
+  plan_adjust: {
+    name: 'plan_adjust',
+    description:
+      'During a section audit: revise the section under audit and/or replace the pending sections. Completed sections, the objective and the verification cannot change.',
+    args: planAdjustArgs,
+  },
+  loop_handoff: {
+    name: 'loop_handoff',
+    description:
+      'End your pass. Coder: give decisions, verification and notesForAuditor. Auditor: give summary, done, deviations and followUps (record findings with review_write first).',
+    args: loopHandoffArgs,
+  },
+};

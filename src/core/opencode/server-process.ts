@@ -1,0 +1,357 @@
+/**
+ * One `opencode serve` process owned by Forge: found, configured, started, awaited, stopped.
+ * Supervision (restart with back-off) is layered on top in `server-supervisor.ts`.
+ *
+ * - Bound to 127.0.0.1 on a free port.
+ * - Only Forge may drive it: opencode's HTTP Basic authentication
+ *   (`OPENCODE_SERVER_USERNAME`/`OPENCODE_SERVER_PASSWORD`) with a fresh random password per
+ *   process. Another local user or process cannot guess it; a browser page cannot either, and
+ *   opencode refuses requests without it. The password never leaves Forge's memory.
+ * - Offline-safe: no update check, no sharing, no models.dev fetch, no LSP downloads.
+ * - Forge's configuration arrives inline (`OPENCODE_CONFIG_CONTENT`), merged by opencode after
+ *   the user's global config, `OPENCODE_CONFIG` and the project's config, so Forge writes no
+ *   file and the user's providers, credentials and settings keep working.
+ * - Spawned detached in its own process group; stopping kills the whole group, so tool
+ *   processes (bash commands, local MCP servers, LSP servers) do not outlive it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { createRequire } from 'node:module';
+import { arch, platform } from 'node:os';
+import { dirname, join } from 'node:path';
+
+export interface OpencodeEndpoint {
+  /** `http://127.0.0.1:PORT` */
+  url: string;
+  username: string;
+  password: string;
+}
+
+export const OFFLINE_ENVIRONMENT: Readonly<Record<string, string>> = Object.freeze({
+  OPENCODE_DISABLE_AUTOUPDATE: '1',
+  OPENCODE_DISABLE_SHARE: '1',
+  OPENCODE_DISABLE_MODELS_FETCH: '1',
+  OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+});
+
+export const FORGE_SERVER_USERNAME = 'forge';
+
+export class OpencodeStartError extends Error {
+  constructor(
+    message: string,
+    /** What opencode printed (stdout and stderr), last part. */
+    readonly output: string,
+  ) {
+    super(output.trim() ? `${message}\nopencode said:\n${output.trim()}` : message);
+    this.name = 'OpencodeStartError';
+  }
+}
+
+export interface ResolveBinaryOptions {
+  /** A user-configured binary path (setting `forge.opencode.binaryPath`). */
+  configuredPath?: string;
+  /** Folders to resolve the `opencode-ai` package from (default: this module's folder and the cwd). */
+  searchFrom?: string[];
+}
+
+/**
+ * The opencode binary: the configured path, else the one the `opencode-ai` dependency installs
+ * (its postinstall links the platform binary to `opencode-ai/bin/opencode.exe`), else the
+ * platform package's binary.
+ */
+export function resolveOpencodeBinary(options: ResolveBinaryOptions = {}): string {
+  if (options.configuredPath) {
+    if (!isExecutable(options.configuredPath)) {
+      throw new OpencodeStartError(
+        `The opencode binary "${options.configuredPath}" (setting forge.opencode.binaryPath) does not exist or is not executable. Fix the path or clear the setting to use the bundled opencode.`,
+        '',
+      );
+    }
+    return options.configuredPath;
+  }
+  const searchFrom = options.searchFrom ?? defaultSearchFolders();
+  const os = platform() === 'win32' ? 'windows' : platform();
+  const packages = [`opencode-${os}-${arch()}`, `opencode-${os}-${arch()}-baseline`, `opencode-${os}-${arch()}-musl`, `opencode-${os}-${arch()}-baseline-musl`];
+  const binaryName = os === 'windows' ? 'opencode.exe' : 'opencode';
+  for (const folder of searchFrom) {
+    const require = createRequire(join(folder, 'noop.js'));
+    const wrapper = tryResolve(require, 'opencode-ai/package.json');
+    if (wrapper) {
+      const linked = join(dirname(wrapper), 'bin', 'opencode.exe');
+      if (isExecutable(linked)) return linked;
+    }
+    for (const name of packages) {
+      const pkg = tryResolve(require, `${name}/package.json`);
+      if (pkg && isExecutable(join(dirname(pkg), 'bin', binaryName))) return join(dirname(pkg), 'bin', binaryName);
+    }
+  }
+  throw new OpencodeStartError(
+    `Forge could not find the opencode binary (looked for the opencode-ai package from ${searchFrom.join(', ')}). Reinstall Forge, or set forge.opencode.binaryPath to an opencode binary.`,
+    '',
+  );
+}
+
+function defaultSearchFolders(): string[] {
+  const folders = [process.cwd()];
+  if (typeof __dirname === 'string') folders.unshift(__dirname);
+  return folders;
+}
+
+function tryResolve(require: NodeJS.Require, id: string): string | undefined {
+  try {
+    return require.resolve(id);
+  } catch {
+    return undefined;
+  }
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return existsSync(path);
+  } catch {
+    return false;
+  }
+}
+
+export interface OpencodeEnvironmentInput {
+  /** The user's environment (provider keys, `OPENCODE_CONFIG`, PATH …); default `process.env`. */
+  baseEnv?: NodeJS.ProcessEnv;
+  /** Set last, over everything (tests use it for HOME/XDG isolation). */
+  extraEnv?: Record<string, string>;
+  /** Forge's configuration layer (agents, permissions, its MCP server). */
+  forgeConfig?: Record<string, unknown>;
+  username: string;
+  password: string;
+}
+
+export function buildOpencodeEnvironment(input: OpencodeEnvironmentInput): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(input.baseEnv ?? process.env)) if (value !== undefined) env[key] = value;
+  Object.assign(env, OFFLINE_ENVIRONMENT);
+  env.OPENCODE_SERVER_USERNAME = input.username;
+  env.OPENCODE_SERVER_PASSWORD = input.password;
+  if (input.forgeConfig) {
+    // A user's own inline configuration is kept: Forge's layer merges over it.
+    const userInline = parseJsonObject(env.OPENCODE_CONFIG_CONTENT);
+    env.OPENCODE_CONFIG_CONTENT = JSON.stringify(deepMerge(userInline ?? {}, input.forgeConfig));
+  }
+  Object.assign(env, input.extraEnv ?? {});
+  return env;
+}
+
+function parseJsonObject(text: string | undefined): Record<string, unknown> | undefined {
+  if (!text) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const result: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const existing = result[key];
+    result[key] = isPlainObject(existing) && isPlainObject(value) ? deepMerge(existing, value) : value;
+  }
+  return result;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return !!value && typeof value === 'object' && !Array.isArray(value);
+}
+
+export async function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export interface OpencodeProcessOptions {
+  binaryPath: string;
+  /** Working directory of the server: the worktree (opencode's default project directory). */
+  cwd: string;
+  baseEnv?: NodeJS.ProcessEnv;
+  extraEnv?: Record<string, string>;
+  forgeConfig?: Record<string, unknown>;
+  /** Default 60 s: a cold start on a busy machine can take far longer than the usual 2–3 s. */
+  startTimeoutMs?: number;
+  logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  onOutput?: (line: string, stream: 'stdout' | 'stderr') => void;
+}
+
+export interface OpencodeExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface OpencodeProcess {
+  readonly endpoint: OpencodeEndpoint;
+  readonly pid: number;
+  /** Resolves when the process has exited (for whatever reason). */
+  readonly exited: Promise<OpencodeExit>;
+  isRunning(): boolean;
+  /** The last lines opencode printed. */
+  outputTail(): string;
+  /** SIGTERM to the process group, SIGKILL after `graceMs` (default 5 s); always kills the group. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+const OUTPUT_TAIL_CHARS = 8_000;
+const LISTENING = /opencode server listening on (https?:\/\/\S+)/;
+
+export async function startOpencodeProcess(options: OpencodeProcessOptions): Promise<OpencodeProcess> {
+  const port = await findFreePort();
+  const password = randomBytes(24).toString('base64url');
+  const env = buildOpencodeEnvironment({
+    baseEnv: options.baseEnv,
+    extraEnv: options.extraEnv,
+    forgeConfig: options.forgeConfig,
+    username: FORGE_SERVER_USERNAME,
+    password,
+  });
+  const args = ['serve', '--hostname', '127.0.0.1', '--port', String(port), '--print-logs', '--log-level', options.logLevel ?? 'WARN'];
+  let child: ChildProcess;
+  try {
+    child = spawn(options.binaryPath, args, { cwd: options.cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    throw new OpencodeStartError(`Could not start opencode (${options.binaryPath}): ${String(error)}`, '');
+  }
+  let tail = '';
+  let exit: OpencodeExit | undefined;
+  const exited = new Promise<OpencodeExit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      resolve(exit);
+    });
+  });
+  const lineBuffers = { stdout: '', stderr: '' };
+  const onData = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    tail = (tail + text).slice(-OUTPUT_TAIL_CHARS);
+    lineBuffers[stream] += text;
+    const lines = lineBuffers[stream].split('\n');
+    lineBuffers[stream] = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.trim()) options.onOutput?.(line, stream);
+      listeners.forEach((listener) => listener(line));
+    }
+  };
+  const listeners = new Set<(line: string) => void>();
+  child.stdout?.on('data', onData('stdout'));
+  child.stderr?.on('data', onData('stderr'));
+  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+
+  const pid = child.pid;
+  const stop = async (graceMs = 5_000) => {
+    if (pid === undefined) return;
+    signalGroup(pid, 'SIGTERM');
+    const timer = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), graceMs).unref());
+    await Promise.race([exited, timer]);
+    // Whatever the main process did, nothing of its group may survive it.
+    signalGroup(pid, 'SIGKILL');
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+  };
+
+  const timeoutMs = options.startTimeoutMs ?? 60_000;
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new OpencodeStartError(`opencode did not start listening within ${Math.round(timeoutMs / 1000)} s.`, tail));
+    }, timeoutMs);
+    const onLine = (line: string) => {
+      const match = LISTENING.exec(line);
+      if (match?.[1]) {
+        cleanup();
+        resolve(match[1]);
+      }
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      listeners.delete(onLine);
+    };
+    listeners.add(onLine);
+    void exited.then((result) => {
+      cleanup();
+      reject(new OpencodeStartError(`opencode exited during start (code ${result.code}, signal ${result.signal}).`, tail));
+    });
+    void spawnError.then((error) => {
+      cleanup();
+      reject(new OpencodeStartError(`Could not start opencode (${options.binaryPath}): ${error.message}`, tail));
+    });
+  }).catch(async (error: unknown) => {
+    await stop(1_000);
+    throw error;
+  });
+
+  const endpoint: OpencodeEndpoint = { url: url.replace(/\/+$/, ''), username: FORGE_SERVER_USERNAME, password };
+  try {
+    await waitForHealth(endpoint, exited, timeoutMs);
+  } catch (error) {
+    await stop(1_000);
+    throw error instanceof OpencodeStartError ? error : new OpencodeStartError(String(error), tail);
+  }
+
+  return {
+    endpoint,
+    pid: pid ?? -1,
+    exited,
+    isRunning: () => exit === undefined,
+    outputTail: () => tail,
+    stop,
+  };
+}
+
+export function basicAuthHeader(endpoint: Pick<OpencodeEndpoint, 'username' | 'password'>): string {
+  return `Basic ${Buffer.from(`${endpoint.username}:${endpoint.password}`).toString('base64')}`;
+}
+
+/** Polls opencode's health endpoint until it answers 200. */
+export async function waitForHealth(endpoint: OpencodeEndpoint, exited: Promise<OpencodeExit> | undefined, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let gone = false;
+  void exited?.then(() => {
+    gone = true;
+  });
+  let lastProblem = 'no answer';
+  while (Date.now() < deadline) {
+    if (gone) throw new OpencodeStartError('opencode exited before it answered its health check.', '');
+    try {
+      const response = await fetch(`${endpoint.url}/global/health`, {
+        headers: { authorization: basicAuthHeader(endpoint) },
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (response.ok) return;
+      lastProblem = `HTTP ${response.status}`;
+      if (response.status === 401) throw new OpencodeStartError(`opencode at ${endpoint.url} refused Forge's credentials (HTTP 401).`, '');
+    } catch (error) {
+      if (error instanceof OpencodeStartError) throw error;
+      lastProblem = error instanceof Error ? error.message : String(error);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new OpencodeStartError(`opencode at ${endpoint.url} did not answer its health check within ${Math.round(timeoutMs / 1000)} s (${lastProblem}).`, '');
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/** For exit handlers: kill a process group synchronously. */
+export function killProcessGroupNow(pid: number): void {
+  signalGroup(pid, 'SIGKILL');
+}
