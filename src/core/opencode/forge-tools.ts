@@ -102,7 +102,7 @@ export const sectionReadArgs = z.object({
 
 export const planSectionArgs = z.object({
   title: nonEmpty('section title'),
-  content: nonEmpty('section content'),
+  body: nonEmpty('section body').describe('What the section asks for: the executable requirement.'),
 });
 
 export const planAdjustArgs = z
