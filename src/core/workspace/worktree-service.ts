@@ -280,6 +280,27 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return dir;
   }
 
+  /**
+   * Frees `branch` from a registration whose folder no longer exists (so git
+   * would refuse to check it out again), and refuses when it is checked out in
+   * a live working tree. Drops only that one registration: `git worktree prune`
+   * would also drop the user's worktrees that sit on an unmounted drive.
+   */
+  async function releaseStaleCheckout(repoDir: string, branch: string, worktreeDir: string): Promise<void> {
+    const registered = (await listWorktrees(repoDir)).find((entry) => entry.branch === `refs/heads/${branch}`);
+    if (!registered) return;
+    const registeredPath = await canonicalPath(registered.path);
+    if (registered.prunable || !(await pathExists(registeredPath))) {
+      await git.ok(repoDir, ['worktree', 'remove', '--force', registered.path]);
+      log.debug(`workspace: dropped the stale worktree registration ${registered.path} of ${branch}`);
+      return;
+    }
+    throw new WorkspaceError(
+      'branch_checked_out',
+      `The branch ${branch} is checked out in ${registered.path}, so Forge cannot check it out in ${worktreeDir}. Switch that working tree to another branch and try again.`,
+    );
+  }
+
   async function addWorktree(repoDir: string, args: string[], worktreeDir: string, branch: string): Promise<void> {
     const result = await git.run(repoDir, ['worktree', 'add', ...args]);
     if (result.exitCode === 0) return;
@@ -351,6 +372,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
     await mkdir(root, { recursive: true });
     if (existingBranchCommit !== null) {
+      await releaseStaleCheckout(repo.repoDir, branch, worktreeDir);
       await addWorktree(repo.repoDir, [worktreeDir, branch], worktreeDir, branch);
       log.info(`workspace: reused branch ${branch} (already at ${baseCommit.slice(0, 12)}) for ${worktreeDir}`);
     } else {
@@ -427,20 +449,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       );
     }
 
-    const registered = (await listWorktrees(loop.repoDir)).find((entry) => entry.branch === `refs/heads/${branch}`);
-    if (registered) {
-      const registeredPath = await canonicalPath(registered.path);
-      if (registeredPath === worktreeDir || registered.prunable) {
-        // A stale registration of the vanished folder: drop just that one (never `git worktree prune`, which would
-        // also drop the user's worktrees on unmounted drives).
-        await git.ok(loop.repoDir, ['worktree', 'remove', '--force', registered.path]);
-      } else {
-        throw new WorkspaceError(
-          'branch_checked_out',
-          `The loop's branch ${branch} is checked out in ${registered.path}, so Forge cannot recreate its worktree at ${worktreeDir}. Switch that working tree to another branch and restart the loop.`,
-        );
-      }
-    }
+    await releaseStaleCheckout(loop.repoDir, branch, worktreeDir);
 
     await mkdir(path.dirname(worktreeDir), { recursive: true });
     await addWorktree(loop.repoDir, [worktreeDir, branch], worktreeDir, branch);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkspaceError } from '../../../src/core/workspace';
 import { createGitSandbox, rejection, type GitSandbox } from './git-fixture';
@@ -110,8 +110,17 @@ describe('workspace: worktree creation', () => {
     box.git(repo, 'worktree', 'add', '-q', '-b', 'forge/busy', elsewhere);
     const error = await rejection(box.service().createWorktree({ repoPath: repo, loopName: 'busy' }));
     assert.equal((error as WorkspaceError).code, 'branch_checked_out');
-    assert.match(error.message, /checked out in another working tree/);
+    assert.match(error.message, new RegExp(`forge/busy is checked out in ${elsewhere}`));
     assert.ok(!existsSync(path.join(worktrees, 'busy')));
+  });
+
+  it('reuses a same-commit branch whose old worktree folder was deleted (stale registration)', async () => {
+    const old = path.join(box.root, 'old-worktree');
+    box.git(repo, 'worktree', 'add', '-q', '-b', 'forge/stale', old);
+    rmSync(old, { recursive: true, force: true });
+    const created = await box.service().createWorktree({ repoPath: repo, loopName: 'stale' });
+    assert.equal(box.git(created.worktreeDir, 'symbolic-ref', '--short', 'HEAD'), 'forge/stale');
+    assert.doesNotMatch(box.git(repo, 'worktree', 'list', '--porcelain'), /old-worktree/);
   });
 
   it('refuses an existing folder (or symlink) at the worktree path', async () => {
