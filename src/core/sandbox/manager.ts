@@ -130,10 +130,6 @@ export class SandboxManager {
   private async converge(req: LoopSandboxRequest, why: 'start' | 'restore' | 'ensure'): Promise<SandboxHandle> {
     const spec = this.specFor(req);
     const name = spec.name;
-    const availability = await this.runtime.checkAvailable();
-    if (!availability.available) {
-      throw new SandboxError(`Cannot ${why} the sandbox of loop "${req.loopName}": ${availability.reason}`, 'unavailable');
-    }
     let state = await this.settledState(name);
     if (state === 'unknown') {
       throw new SandboxError(
@@ -156,6 +152,10 @@ export class SandboxManager {
       }
     }
     if (state === 'missing') {
+      const availability = await this.runtime.checkAvailable();
+      if (!availability.available) {
+        throw new SandboxError(`Cannot ${why} the sandbox of loop "${req.loopName}": ${availability.reason}`, 'unavailable');
+      }
       try {
         await this.runtime.create(spec);
       } catch (e) {

@@ -95,13 +95,15 @@ export function adjustmentForCreateError(engine: OciEngine, stderr: string, curr
  * The in-sandbox wrapper of every exec: the command runs in its own session; a watcher
  * kills that whole process group when the exec's stdin closes, which happens when the
  * client that started it (Forge, or the shell shim) exits or is killed. Without it an
- * aborted `docker exec` leaves its command running inside the container.
+ * aborted `docker exec` leaves its command running inside the container. When the
+ * command ends, whatever it left running in its process group is killed too.
  */
 export const OCI_EXEC_WRAPPER =
   'exec 3<&0; setsid bash -c "$1" </dev/null 3<&- & p=$!; ' +
   // A background job's stdin defaults to /dev/null; the explicit <&3 keeps the exec's stdin.
   'setsid sh -c \'cat >/dev/null; kill -KILL -"$0" 2>/dev/null\' "$p" <&3 3<&- & w=$!; exec 3<&-; ' +
-  'wait "$p"; rc=$?; kill -KILL -"$w" 2>/dev/null; exit "$rc"';
+  // Like a bwrap sandbox, nothing the command left in the background outlives it.
+  'wait "$p"; rc=$?; kill -KILL -"$p" 2>/dev/null; kill -KILL -"$w" 2>/dev/null; exit "$rc"';
 
 export interface OciExecShape {
   cwd: string;
