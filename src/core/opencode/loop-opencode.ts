@@ -12,7 +12,9 @@ import { buildForgeOpencodeConfig, type AgentPrompts } from './forge-config';
 import type { ForgeToolScope, ForgeToolServer } from './forge-tool-server';
 import { FORGE_AGENT_NAMES, FORGE_AGENT_ROLES, FORGE_MCP_SERVER_NAME, type ForgeAgentRole } from './forge-tools';
 import { addRemoteMcpServer, createSdkAgentClient } from './sdk-agent-client';
-import { resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
+import type { PermissionRule } from './agent-client';
+import { buildLoopPermissionRuleset, type LoopPermissionOptions, type LoopRole } from './permissions';
+import { opencodeOwnDirectories, resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
 import {
   attachOpencodeServer,
   startSupervisedOpencode,
@@ -51,6 +53,10 @@ export interface LoopOpencode {
    * server may lack them, and then prompts must carry the agent prompt as `system`.
    */
   agentsConfigured: boolean;
+  /** Permission policy of a loop session of `role` (for `attachPermissionResponder`). */
+  permissionOptions(role: LoopRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions;
+  /** The ruleset to pass at `createSession` for a loop session of `role`. */
+  permissionRuleset(role: LoopRole, userDenyRules?: readonly PermissionRule[]): PermissionRule[];
   stop(): Promise<void>;
 }
 
@@ -87,7 +93,16 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     agentsConfigured = FORGE_AGENT_ROLES.every((role) => known.has(FORGE_AGENT_NAMES[role]));
   }
   const running = server;
+  const opencodeDirectories = options.attach ? [] : opencodeOwnDirectories({ ...(options.baseEnv ?? process.env), ...(options.extraEnv ?? {}) });
+  const permissionOptions = (role: LoopRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions => ({
+    role,
+    worktreeDir: options.worktreeDir,
+    opencodeDirectories,
+    ...(userDenyRules ? { userDenyRules } : {}),
+  });
   return {
+    permissionOptions,
+    permissionRuleset: (role, userDenyRules) => buildLoopPermissionRuleset(permissionOptions(role, userDenyRules)),
     server: running,
     client,
     scope,

@@ -22,6 +22,11 @@ export interface LoopPermissionOptions {
   worktreeDir: string;
   /** The user's deny rules (settings, opencode config); rules that are not denies are ignored. */
   userDenyRules?: readonly PermissionRule[];
+  /**
+   * Folders outside the worktree that opencode itself uses and its defaults allow (its
+   * tool-output folder, where it saves truncated tool output for the agent to read).
+   */
+  opencodeDirectories?: readonly string[];
 }
 
 /** opencode permissions that file-editing tools (write, edit, patch, multiedit) ask for. */
@@ -62,6 +67,10 @@ export function buildLoopPermissionRuleset(options: LoopPermissionOptions): Perm
     { permission: 'external_directory', pattern: '*', action: 'deny' },
     { permission: 'external_directory', pattern: worktree, action: 'allow' },
     { permission: 'external_directory', pattern: `${worktree}/*`, action: 'allow' },
+    ...(options.opencodeDirectories ?? []).flatMap((dir): PermissionRule[] => [
+      { permission: 'external_directory', pattern: resolve(dir), action: 'allow' },
+      { permission: 'external_directory', pattern: `${resolve(dir)}/*`, action: 'allow' },
+    ]),
     // A model repeating the same call three times is stuck; a rejection tells it so, an ask would block.
     { permission: 'doom_loop', pattern: '*', action: 'deny' },
   ];
@@ -143,8 +152,9 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
   }
   if (request.permission === 'external_directory' || PATH_PERMISSIONS.has(request.permission)) {
     // A bare `*` says nothing about the place, except for external_directory where it means "anywhere".
+    const allowed = [options.worktreeDir, ...(options.opencodeDirectories ?? [])];
     const outside = patterns.filter((p) =>
-      p === '*' ? request.permission === 'external_directory' : !isInsideDirectory(options.worktreeDir, stripGlob(p)),
+      p === '*' ? request.permission === 'external_directory' : !allowed.some((dir) => isInsideDirectory(dir, stripGlob(p))),
     );
     if (outside.length > 0) {
       return { reply: 'reject', reason: `Loop sessions work only inside the worktree ${options.worktreeDir}; refused: ${outside.join(', ')}.` };

@@ -165,6 +165,16 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return !!value && typeof value === 'object' && !Array.isArray(value);
 }
 
+/**
+ * Folders opencode keeps its own files in that an agent may need to read: the tool-output
+ * folder (truncated tool output is saved there for the agent to page through).
+ */
+export function opencodeOwnDirectories(env: Record<string, string | undefined>): string[] {
+  const home = env.HOME ?? process.env.HOME ?? '';
+  const dataHome = env.XDG_DATA_HOME || join(home, '.local', 'share');
+  return [join(dataHome, 'opencode', 'tool-output')];
+}
+
 export async function findFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();

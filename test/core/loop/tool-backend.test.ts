@@ -127,7 +127,7 @@ describe('loop tool backend (real sql.js database)', () => {
     await assert.rejects(backend.loopHandoff(coder, { verification: 'npm test' }), /Invalid handoff for the coder: decisions/);
     await assert.rejects(backend.loopHandoff(auditor, { summary: 'ok' }), /Invalid handoff for the auditor: done/);
     assert.equal(handoffs.length, 0);
-    const reply = await backend.loopHandoff(coder, { decisions: ['kept the API', 'added a test'], verification: 'npm test: 12 passing' });
+    const reply = await backend.loopHandoff(coder, { decisions: 'kept the API\nadded a test', verification: 'npm test: 12 passing' });
     assert.match(reply, /Handoff recorded/);
     assert.equal(handoffs.length, 1);
     assert.equal(handoffs[0]?.role, 'code');
