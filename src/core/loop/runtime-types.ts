@@ -1,0 +1,98 @@
+/**
+ * The loop runtime's public surface: what the VS Code extension and the CLI call and listen to.
+ */
+import type { LoopRow, ReviewFindingRow } from '../storage/repositories';
+import type { MergeMode } from '../workspace';
+import type { LoopStatus, Phase, TerminationReason } from './state';
+
+export interface StartLoopRequest {
+  kind: 'plan' | 'goal';
+  /** Any folder inside the user's git repository. */
+  repoPath: string;
+  /** Plan loops: the markdown plan, and where it came from (for messages). */
+  planText?: string;
+  planSource?: string;
+  /** Goal loops: the goal text. */
+  goal?: string;
+  /** User-chosen loop name; validated, never silently rewritten into something else. */
+  name?: string;
+  maxIterations?: number;
+  /** "provider/model"; empty/undefined: the configured default. */
+  model?: string;
+  auditorModel?: string;
+  sandbox?: boolean;
+  merge?: MergeMode;
+}
+
+export interface LoopRef {
+  projectId: string;
+  name: string;
+}
+
+export type LoopRuntimeEvent =
+  | { type: 'loop.started'; loop: LoopRef; notices: string[] }
+  | {
+      type: 'loop.phase';
+      loop: LoopRef;
+      event: string;
+      from: Phase | null;
+      to: Phase;
+      iteration: number;
+      sectionIndex: number | null;
+    }
+  | { type: 'loop.session'; loop: LoopRef; sessionId: string; phase: Phase; model: string | null }
+  | { type: 'loop.finding'; loop: LoopRef; finding: ReviewFindingRow }
+  | { type: 'loop.usage'; loop: LoopRef }
+  | { type: 'loop.commit'; loop: LoopRef; sha: string; message: string }
+  | { type: 'loop.notice'; loop: LoopRef; level: 'info' | 'warning' | 'error'; message: string }
+  | {
+      type: 'loop.ended';
+      loop: LoopRef;
+      status: Exclude<LoopStatus, 'running'>;
+      reason: TerminationReason;
+      iterations: number;
+      branch: string | null;
+      worktreeDir: string | null;
+      merge: string | null;
+    }
+  /** Another process took over supervision (force restart elsewhere); this process stopped driving. */
+  | { type: 'loop.supervision_lost'; loop: LoopRef };
+
+export type LoopRuntimeListener = (event: LoopRuntimeEvent) => void;
+
+export class LoopRuntimeError extends Error {
+  constructor(
+    readonly code:
+      | 'bad_plan'
+      | 'bad_name'
+      | 'bad_request'
+      | 'workspace'
+      | 'not_found'
+      | 'completed'
+      | 'running'
+      | 'not_running'
+      | 'sandbox'
+      | 'opencode',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'LoopRuntimeError';
+  }
+}
+
+export interface LoopRuntime {
+  /** Resolves the project (repository identity) of a folder. */
+  projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string }>;
+  start(request: StartLoopRequest): Promise<LoopRef & { notices: string[] }>;
+  cancel(ref: LoopRef): Promise<void>;
+  restart(ref: LoopRef, options?: { force?: boolean }): Promise<void>;
+  get(ref: LoopRef): LoopRow | undefined;
+  list(projectId: string): LoopRow[];
+  /** Whether this process drives the loop. */
+  isSupervising(ref: LoopRef): boolean;
+  /** Resolves when a loop this process drives has ended (or supervision was lost). */
+  waitForEnd(ref: LoopRef): Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
+  subscribe(listener: LoopRuntimeListener): () => void;
+  /** Stops driving every loop: each ends with `reason` (default `shutdown`). */
+  dispose(reason?: 'shutdown' | 'cancelled'): Promise<void>;
+}
