@@ -133,7 +133,6 @@ export function validateLoopName(input: string): LoopNameValidation {
   const name = input.trim();
 
   if (name === '') return { ok: false, message: `The loop name is empty. ${fix}` };
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(input)) {
     return { ok: false, message: `The loop name ${shown} contains a NUL or control character. ${fix}` };
   }
