@@ -110,15 +110,21 @@ export async function runVsCodeTests(options = {}) {
     }
   };
   // Ctrl-C or a CI cancellation must not leave code-server and Chromium behind.
+  // Rejected by the time-out or a signal; every wait of the run races it.
+  let stopRun;
+  const stopped = new Promise((_, reject) => (stopRun = reject));
+  stopped.catch(() => {});
+  const guard = (promise) => Promise.race([promise, stopped]);
+  let stopTimer;
   let interrupted = null;
-  let abortRun;
   const onSignal = (signal) => {
     interrupted = signal;
     say(`received ${signal}: stopping`);
-    abortRun?.(new HarnessError(`interrupted by ${signal}`, 130));
+    stopRun(new HarnessError(`interrupted by ${signal}`, 130));
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onSignal);
 
   let exitCode = EXIT_HARNESS_FAILURE;
   let page;
@@ -127,11 +133,14 @@ export async function runVsCodeTests(options = {}) {
   try {
     const runConfig = vscodeTestRun(options.run ?? 'main');
     const trusted = options.trusted ?? runConfig.trusted;
-    const extraEnv = { ...runConfig.env, ...(options.env ?? {}), ...(options.grep ? { FORGE_VSCODE_GREP: options.grep } : {}) };
     const extensionPath = realpathSync(options.extensionDevelopmentPath ?? repoRoot);
     const testsPath = options.extensionTestsPath ?? defaultTestsPath;
     const timeoutMs = options.timeoutMs ?? 20 * 60_000;
     artifactsDir = join(artifactsRoot, runConfig.name);
+    stopTimer = setTimeout(
+      () => stopRun(new HarnessError(`the tests did not finish within ${timeoutMs / 1000} s (extension host crashed or a test hangs)`, EXIT_TIMEOUT)),
+      timeoutMs,
+    );
 
     checkPrerequisites(extensionPath, testsPath);
     const extensionId = extensionIdOf(extensionPath);
@@ -143,6 +152,16 @@ export async function runVsCodeTests(options = {}) {
     } else {
       workspaceFolder = createGitWorkspace(join(runDir, 'workspace'));
     }
+    // A run may start helpers the extension host talks to (e.g. the scripted
+    // model server) and hand their address to the tests as environment variables.
+    const setup = (await guard(Promise.resolve(runConfig.setup?.({ workspaceFolder, runDir })))) ?? {};
+    if (setup.teardown) cleanups.push(setup.teardown);
+    const extraEnv = {
+      ...runConfig.env,
+      ...(setup.env ?? {}),
+      ...(options.env ?? {}),
+      ...(options.grep ? { FORGE_VSCODE_GREP: options.grep } : {}),
+    };
     rmSync(artifactsDir, { recursive: true, force: true });
     mkdirSync(artifactsDir, { recursive: true });
     say(`run "${runConfig.name}" (${trusted ? 'trusted' : 'untrusted'}): extension ${extensionId} at ${extensionPath}, workspace ${workspaceFolder}, run folder ${runDir}`);
@@ -170,14 +189,18 @@ export async function runVsCodeTests(options = {}) {
       },
     });
     cleanups.push(() => stopProcessGroup(codeServer.child, say));
-    await waitForHealthz(port, codeServer);
+    await guard(waitForHealthz(port, codeServer));
     say(`code-server healthy on 127.0.0.1:${port}`);
 
-    const context = await chromium.launchPersistentContext(join(runDir, 'chromium-profile'), {
+    const launching = chromium.launchPersistentContext(join(runDir, 'chromium-profile'), {
       executablePath: chromiumPath,
       headless: true,
       args: chromiumArgs,
       viewport: { width: 1280, height: 800 },
+      // Playwright would exit the process on these signals before code-server is stopped: the harness handles them.
+      handleSIGINT: false,
+      handleSIGTERM: false,
+      handleSIGHUP: false,
       // Chromium writes crash-report and dconf folders under XDG dirs: keep them out of the user's home.
       env: {
         ...inheritedEnv(),
@@ -186,8 +209,12 @@ export async function runVsCodeTests(options = {}) {
         XDG_DATA_HOME: join(runDir, 'xdg-data'),
       },
     });
-    cleanups.push(() => withTimeout(context.close(), 15_000, 'closing Chromium'));
-    page = context.pages()[0] ?? (await context.newPage());
+    cleanups.push(async () => {
+      const context = await launching.catch(() => null);
+      if (context) await withTimeout(context.close(), 15_000, 'closing Chromium');
+    });
+    const context = await guard(launching);
+    page = context.pages()[0] ?? (await guard(context.newPage()));
 
     const browserLog = createWriteStream(join(runDir, 'browser-console.log'));
     cleanups.push(() => new Promise((resolve) => browserLog.end(resolve)));
@@ -195,14 +222,13 @@ export async function runVsCodeTests(options = {}) {
     page.on('pageerror', (error) => browserLog.write(`[pageerror] ${error.stack ?? error.message}\n`));
 
     const outcome = new Promise((resolve, reject) => {
-      abortRun = reject;
+      stopped.catch(reject);
       page.exposeFunction('codeAutomationExit', (code) => resolve(Number(code))).catch(reject);
       page.on('crash', () => reject(new HarnessError('the workbench page crashed')));
       page.on('close', () => reject(new HarnessError('the workbench page was closed before the tests finished')));
       codeServer.child.on('exit', (code, signal) =>
         reject(new HarnessError(`code-server exited (${signal ?? code}) before the tests finished:\n${codeServer.tail()}`)),
       );
-      setTimeout(() => reject(new HarnessError(`the tests did not finish within ${timeoutMs / 1000} s (extension host crashed or a test hangs)`, EXIT_TIMEOUT)), timeoutMs).unref();
     });
     outcome.catch(() => {});
     const workbenchLog = createWriteStream(join(runDir, 'workbench.log'));
@@ -210,8 +236,8 @@ export async function runVsCodeTests(options = {}) {
     // Once the tests are done, the workbench's shutdown chatter goes to the log file only.
     let testsFinished = false;
     outcome.then(() => (testsFinished = true), () => (testsFinished = true));
-    await page.exposeFunction('codeAutomationLog', (type, args) =>
-      forwardWorkbenchLog(log, workbenchLog, type, args, { quiet: testsFinished }),
+    await guard(
+      page.exposeFunction('codeAutomationLog', (type, args) => forwardWorkbenchLog(log, workbenchLog, type, args, { quiet: testsFinished })),
     );
 
     const authority = `127.0.0.1:${port}`;
@@ -234,10 +260,11 @@ export async function runVsCodeTests(options = {}) {
     if (!(error instanceof HarnessError) && error instanceof Error && error.stack) log(error.stack);
     if (runDir) await saveFailureArtifacts(page, runDir, artifactsDir, say);
   } finally {
-    abortRun = undefined;
+    clearTimeout(stopTimer);
     await runCleanups();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('SIGHUP', onSignal);
   }
   if (interrupted) exitCode = 130;
   const peakRssBytes = memory.stop();

@@ -4,7 +4,17 @@
 // in the run `main`. Add a run here and a folder there to test another
 // configuration.
 
-/** @typedef {{ name: string, trusted: boolean, env: Record<string, string>, description: string }} VsCodeTestRun */
+/**
+ * @typedef {object} VsCodeTestRun
+ * @property {string} name
+ * @property {string} description
+ * @property {boolean} trusted                  open the workspace trusted, or in restricted mode
+ * @property {Record<string, string>} env       extra environment of code-server, and so of the extension host
+ * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void }>} [setup]
+ *   runs before code-server starts, after the workspace (a fresh git repository unless --workspace)
+ *   exists: may add files to it or start helpers (e.g. a scripted model server) whose
+ *   address it returns as environment; `teardown` runs after code-server stopped.
+ */
 
 /** @type {VsCodeTestRun[]} */
 export const vscodeTestRuns = [
