@@ -131,6 +131,12 @@ export function mapOciStatus(status: string, paused = false): SandboxState {
   return 'transient';
 }
 
+/** The engine (not the command) refused the exec: no such container, not running, or the runtime failed to enter it. */
+function isEngineRefusal(stderr: string): boolean {
+  return /^Error(: | response from daemon: )|^OCI runtime exec failed|can only create exec sessions on running containers/m.test(stderr) &&
+    /no such container|no container with name|is not running|is paused|is restarting|OCI runtime exec failed|exec sessions on running containers/i.test(stderr);
+}
+
 function isNoSuchContainer(stderr: string): boolean {
   return /no such (object|container)|no container with name or id/i.test(stderr);
 }
@@ -153,6 +159,7 @@ export class OciRuntime implements SandboxRuntime {
   private readonly gid: number;
   /** Out-of-memory kill counts last read per sandbox, to tell a new OOM kill from an old one. */
   private readonly oomKillsSeen = new Map<string, number>();
+  private readonly worktrees = new Map<string, string>();
 
   constructor(options: OciRuntimeOptions) {
     this.driver = options.engine;
@@ -202,7 +209,10 @@ export class OciRuntime implements SandboxRuntime {
     };
     for (;;) {
       const r = await this.cli(buildOciCreateArgs(spec, ctx), { timeoutMs: 120_000 });
-      if (r.exitCode === 0) return;
+      if (r.exitCode === 0) {
+        this.worktrees.set(spec.name, spec.worktreeDir);
+        return;
+      }
       // A failed `run` can leave a created-but-not-started container behind.
       await this.cli(['rm', '-f', spec.name], { timeoutMs: 60_000 }).catch(() => undefined);
       const next = adjustmentForCreateError(this.driver, r.stderr, ctx.adjustments);
@@ -238,27 +248,35 @@ export class OciRuntime implements SandboxRuntime {
 
   async exec(name: string, command: string, options: SandboxExecOptions = {}): Promise<SandboxExecResult> {
     assertValidSandboxName(name);
-    const state = await this.state(name);
-    if (state !== 'running') {
-      throw new SandboxError(
-        `Sandbox "${name}" is ${state}, so the command was not run (it never runs on the host). ` +
-          (state === 'missing' ? 'It was removed; restart the loop to create a new one.' : 'Start it again or restart the loop.'),
-        state === 'unknown' ? 'state-unknown' : 'not-usable',
-      );
-    }
-    const cwd = options.cwd ?? (await this.readSettings(name))?.worktreeDir ?? '/';
+    // One engine call per command: the engine itself refuses a missing or stopped
+    // container, and that refusal is turned into a SandboxError below.
+    const cwd = options.cwd ?? (await this.worktreeOf(name));
     const withInput = options.stdin !== undefined;
     const args = buildOciExecArgs(name, command, { cwd, env: options.env, withInput });
     const r = await this.cli(args, {
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       ...(withInput ? { input: options.stdin } : { keepStdinOpen: true }),
     });
-    // `docker exec` itself fails with 125-127 and a daemon message when the container
-    // vanished between the state check and the exec: say so rather than blame the command.
-    if (r.exitCode !== null && r.exitCode >= 125 && isNoSuchContainer(r.stderr)) {
-      throw new SandboxError(`Sandbox "${name}" disappeared; the command was not run (it never runs on the host).`, 'not-usable');
+    if (r.exitCode !== null && r.exitCode !== 0 && isEngineRefusal(r.stderr)) {
+      const state = await this.state(name);
+      throw new SandboxError(
+        `Sandbox "${name}" is ${state === 'running' ? 'not usable' : state}, so the command was not run (it never runs on the host): ${firstLine(r.stderr)}` +
+          (state === 'missing' ? ' — it was removed; restart the loop to create a new one.' : ''),
+        state === 'unknown' ? 'state-unknown' : 'not-usable',
+      );
     }
     return this.classify(name, r);
+  }
+
+  /** The worktree of a sandbox (the default working directory), remembered per name. */
+  private async worktreeOf(name: string): Promise<string> {
+    const known = this.worktrees.get(name);
+    if (known) return known;
+    const settings = await this.readSettings(name);
+    if (!settings) {
+      throw new SandboxError(`Sandbox "${name}" does not exist, so the command was not run (it never runs on the host).`, 'not-usable');
+    }
+    return settings.worktreeDir;
   }
 
   private async classify(name: string, r: RunResult): Promise<SandboxExecResult> {
@@ -289,6 +307,7 @@ export class OciRuntime implements SandboxRuntime {
     assertValidSandboxName(name);
     const r = await this.cli(['rm', '-f', name], { timeoutMs: 120_000 });
     this.oomKillsSeen.delete(name);
+    this.worktrees.delete(name);
     if (r.exitCode !== 0 && !isNoSuchContainer(r.stderr)) {
       throw new SandboxError(`Could not remove sandbox "${name}": ${r.stderr.trim()}`, 'engine-failed');
     }
@@ -348,6 +367,7 @@ export class OciRuntime implements SandboxRuntime {
     const m = /^(\d+) (\d+) (-?\d+|<nil>) (.*)$/s.exec(r.stdout.trim());
     if (!m || !m[4] || m[4] === '<no value>') return null;
     const settings = JSON.parse(m[4]) as SandboxSettings;
+    this.worktrees.set(name, settings.worktreeDir);
     const nano = Number(m[1]);
     const mem = Number(m[2]);
     const pids = Number(m[3]);
