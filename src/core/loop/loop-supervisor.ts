@@ -1,0 +1,752 @@
+/**
+ * Drives one loop while this process supervises it: the per-loop scope. It owns the loop's
+ * opencode server, its event subscription, its watchdog and lease timers and its sandbox, and
+ * releases all of them when the loop ends (or when another process takes supervision over).
+ *
+ * Invariants (SPEC §2): one prompt in flight per loop; an idle counts only from the loop's
+ * current session and only after that session was seen busy since Forge's last prompt (or the
+ * idle gate expired); every event is handled under the loop's lock; phases change only through
+ * the pure transition table, each persisted together with its transition-log row.
+ */
+import type { AgentClient, AgentEvent, ModelRef } from '../opencode/agent-client';
+import { parseModelRef } from '../opencode/agent-client';
+import type { LoopOpencode } from '../opencode/loop-opencode';
+import { buildLoopPermissionRuleset } from '../opencode/permissions';
+import { attachPermissionResponder } from '../opencode/permission-responder';
+import type { PermissionRule } from '../opencode/agent-client';
+import { FORGE_AGENT_NAMES } from '../opencode/forge-tools';
+import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
+import type { SqlExecutor } from '../storage/sql-executor';
+import { loopTeardownMessage, sectionCheckpointMessage, type MergeMode, type WorktreeService } from '../workspace';
+import {
+  buildContinueNudge,
+  buildHandoffReminder,
+  buildPhasePrompt,
+  type CoderHandoff,
+  type PromptContext,
+} from './prompts';
+import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
+import {
+  roleOfPhase,
+  terminationReasonToString,
+  terminationStatusFor,
+  type LoopLimits,
+  type LoopState,
+  type Phase,
+  type Role,
+  type TerminationReason,
+} from './state';
+import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
+
+export interface EngineLog {
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** What the runtime stores in `loops.state` besides the row's own columns. */
+export interface StoredLoopExtras {
+  loopState: LoopState;
+  limits: LoopLimits;
+  timing: LoopTiming;
+  title: string;
+  objective: string | null;
+  verification: string | null;
+  merge: MergeMode;
+  postAction: string | null;
+  cleanupWorktree: boolean;
+  gitCommonDir: string;
+  userDenyRules: PermissionRule[];
+  /** pid of the opencode server process group serving the loop (killed on a forced takeover). */
+  opencodePid?: number | null;
+  /** Set by another process asking the supervisor to cancel. */
+  cancelRequested?: boolean;
+}
+
+export interface LoopTiming {
+  stallTimeoutMs: number;
+  busyStallTimeoutMs: number;
+  idleGateTimeoutMs: number;
+}
+
+export interface SupervisorDeps {
+  db: SqlExecutor & { transaction<T>(fn: (tx: SqlExecutor) => T): T };
+  repos: ForgeRepositories;
+  worktrees: WorktreeService;
+  log: EngineLog;
+  supervisorId: string;
+  leaseTtlMs: number;
+  emit: (event: LoopRuntimeEvent) => void;
+  /** Starts the loop's opencode server (with sandbox routing when the loop is sandboxed). */
+  openAgent: (loop: LoopRow, extras: StoredLoopExtras) => Promise<LoopOpencode>;
+  /** Releases the loop's sandbox (if any) at loop end. */
+  releaseSandbox: (loop: LoopRow, ended: boolean) => Promise<void>;
+  /** Checks the sandbox is still there before each phase; throws with a clear message if not. */
+  checkSandbox: (loop: LoopRow) => Promise<void>;
+  onDisposed: (ref: LoopRef) => void;
+}
+
+interface CurrentSession {
+  id: string;
+  phase: Phase;
+  role: Role;
+  model: string | null;
+  promptSentAt: number;
+  seenBusy: boolean;
+  lastProgressAt: number;
+  runningTools: Set<string>;
+  retryAttempt: number;
+  attemptId: number;
+  /** A prompt is in flight (sent, its idle not yet handled). */
+  inFlight: boolean;
+}
+
+export function readExtras(loop: LoopRow): StoredLoopExtras {
+  return loop.state as unknown as StoredLoopExtras;
+}
+
+export class LoopSupervisor {
+  readonly ref: LoopRef;
+  private agent: LoopOpencode | undefined;
+  private client: AgentClient | undefined;
+  private current: CurrentSession | undefined;
+  private lock: Promise<void> = Promise.resolve();
+  private disposers: Array<() => void | Promise<void>> = [];
+  private ended = false;
+  private disposed = false;
+  private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
+  readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
+
+  constructor(
+    private readonly deps: SupervisorDeps,
+    ref: LoopRef,
+  ) {
+    this.ref = ref;
+    this.endedPromise = new Promise((resolve) => (this.endedResolve = resolve));
+  }
+
+  private get repos(): ForgeRepositories {
+    return this.deps.repos;
+  }
+
+  private loop(): LoopRow {
+    const row = this.repos.loops.get(this.ref.projectId, this.ref.name);
+    if (!row) throw new Error(`Loop "${this.ref.name}" vanished from the database.`);
+    return row;
+  }
+
+  /** Serialises everything that touches this loop (SPEC §2: per-loop lock). */
+  private locked(what: string, fn: () => Promise<void>): Promise<void> {
+    const run = this.lock.then(async () => {
+      if (this.ended || this.disposed) return;
+      try {
+        await fn();
+      } catch (error) {
+        this.deps.log.error(`[loop ${this.ref.name}] ${what} failed: ${(error as Error).stack ?? String(error)}`);
+        await this.failHard(error);
+      }
+    });
+    this.lock = run.catch(() => {});
+    return run;
+  }
+
+  /** Brings up the loop's agent side and runs the persisted phase in a fresh session. */
+  async begin(event: string): Promise<void> {
+    const loop = this.loop();
+    const extras = readExtras(loop);
+    this.startLeaseRenewal();
+    try {
+      this.agent = await this.deps.openAgent(loop, extras);
+    } catch (error) {
+      await this.locked('start opencode', async () => {
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: `opencode could not start: ${(error as Error).message}` });
+        await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: extras.loopState, reason: { kind: 'session_creation_failed' }, effects: [] });
+      });
+      return;
+    }
+    this.client = this.agent.client;
+    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null });
+    const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
+    const detachPermissions = attachPermissionResponder({
+      client: this.client,
+      resolve: (root) =>
+        this.current && root === this.current.id
+          ? { role: this.current.role, worktreeDir: loop.worktreeDir!, userDenyRules: extras.userDenyRules }
+          : undefined,
+      log: (entry) => this.deps.log.info(`[loop ${this.ref.name}] permission ${JSON.stringify(entry)}`),
+      onError: (e) => this.deps.log.warn(`[loop ${this.ref.name}] permission reply failed: ${String(e)}`),
+    });
+    const detachServer = this.agent.server.onEvent((e) => {
+      if (e.type === 'exited') {
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `opencode exited unexpectedly; restarting it. ${e.output.slice(-400)}` });
+      } else if (e.type === 'gave-up') {
+        void this.locked('opencode gave up', async () => {
+          await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${e.error}` }, this.limits()));
+        });
+      } else if (e.type === 'started' && e.generation > 1) {
+        this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null });
+        // In-flight work died with the old process: the phase restarts in a fresh session.
+        void this.locked('opencode restarted', async () => {
+          if (!this.current) return;
+          await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: 'opencode restarted and lost the session in flight' }, this.limits()));
+        });
+      }
+    });
+    const watchdog = setInterval(() => void this.watchdogTick(), Math.max(100, Math.min(1000, Math.floor(extras.timing.stallTimeoutMs / 4))));
+    watchdog.unref?.();
+    this.disposers.push(unsubscribe, detachPermissions, detachServer, () => clearInterval(watchdog));
+    await this.locked('begin', async () => {
+      await this.runPhase(event === 'start' ? 0 : 0);
+    });
+  }
+
+  private state(): LoopState {
+    return readExtras(this.loop()).loopState;
+  }
+
+  private limits(): LoopLimits {
+    return readExtras(this.loop()).limits;
+  }
+
+  private modelFor(phase: Phase, loop: LoopRow, state: LoopState): string | null {
+    if (roleOfPhase(phase) === 'code') return loop.model;
+    const extras = readExtras(loop);
+    if (state.auditorModelIndex >= 0) return extras.limits.auditorFallbackModels[state.auditorModelIndex] ?? loop.auditorModel;
+    return loop.auditorModel ?? loop.model;
+  }
+
+  private promptContext(loop: LoopRow, state: LoopState): PromptContext {
+    const extras = readExtras(loop);
+    const large = this.repos.loops.getLargeFields(this.ref.projectId, this.ref.name);
+    const sections = this.repos.sectionPlans.list(this.ref.projectId, this.ref.name);
+    const open = this.repos.reviewFindings.listOpen(this.ref.projectId, this.ref.name);
+    let lastCoderHandoff: CoderHandoff | null = null;
+    const coder = this.repos.handoffs.latest(this.ref.projectId, this.ref.name, 'code');
+    if (coder) {
+      const p = coder.payload as Partial<CoderHandoff>;
+      lastCoderHandoff = { decisions: p.decisions ?? '', verification: p.verification ?? '', notesForAuditor: p.notesForAuditor ?? '' };
+    }
+    return {
+      loopName: loop.name,
+      state,
+      title: extras.title,
+      planText: large.planText,
+      goal: large.goalText,
+      objective: extras.objective,
+      verification: extras.verification,
+      sections: sections.map((s) => ({ index: s.index, title: s.title, body: s.body, status: s.status })),
+      openFindings: open.map((f) => ({
+        id: f.id,
+        file: f.file,
+        line: f.line > 0 ? f.line : null,
+        severity: f.severity,
+        description: f.description,
+        scenario: f.scenario,
+        occurrences: f.recurrenceCount,
+        sectionIndex: f.sectionIndex,
+      })),
+      lastCoderHandoff,
+      postAction: extras.postAction,
+      worktreeDir: loop.worktreeDir!,
+      baseCommit: loop.baseCommit!,
+      branch: loop.branch!,
+    };
+  }
+
+  /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
+  private async runPhase(delayMs: number): Promise<void> {
+    if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+    if (this.ended || this.disposed) return;
+    const client = this.client!;
+    let loop = this.loop();
+    const state = readExtras(loop).loopState;
+    const phase = state.phase;
+    const role = roleOfPhase(phase);
+    try {
+      await this.deps.checkSandbox(loop);
+    } catch (error) {
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: (error as Error).message });
+      await this.applyTransition({ kind: 'terminate', event: 'sandbox_lost', to: state, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] });
+      return;
+    }
+    const modelText = this.modelFor(phase, loop, state);
+    let model: ModelRef | undefined;
+    if (modelText) model = parseModelRef(modelText);
+    let sessionId: string;
+    try {
+      const created = await client.createSession({
+        title: `Forge ${loop.name} · ${phase} · iteration ${state.iteration}`,
+        agent: FORGE_AGENT_NAMES[role],
+        ...(model ? { model } : {}),
+        permission: buildLoopPermissionRuleset({ role, worktreeDir: loop.worktreeDir!, userDenyRules: readExtras(loop).userDenyRules }),
+      });
+      sessionId = created.id;
+    } catch (error) {
+      this.deps.log.error(`[loop ${loop.name}] session creation failed: ${String(error)}`);
+      await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
+      return;
+    }
+    const attempt = this.repos.attempts.start(this.ref.projectId, {
+      loopName: loop.name,
+      kind: phase === 'auditing' ? 'audit' : phase === 'final_auditing' ? 'final_audit' : phase === 'post_action' ? 'post_action' : 'coding',
+      iteration: state.iteration,
+      sectionIndex: state.sectionIndex,
+      sessionId,
+      model: modelText,
+    });
+    loop = this.repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' });
+    const now = Date.now();
+    this.current = {
+      id: sessionId,
+      phase,
+      role,
+      model: modelText,
+      promptSentAt: now,
+      seenBusy: false,
+      lastProgressAt: now,
+      runningTools: new Set(),
+      retryAttempt: 0,
+      attemptId: attempt.id,
+      inFlight: true,
+    };
+    this.agent!.scope.setActiveSession({ sessionId, role });
+    client.watchSession(sessionId);
+    this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
+    const text = buildPhasePrompt(this.promptContext(loop, state));
+    await this.sendPrompt(text);
+  }
+
+  private async sendPrompt(text: string): Promise<void> {
+    const cur = this.current!;
+    cur.promptSentAt = Date.now();
+    cur.lastProgressAt = cur.promptSentAt;
+    cur.seenBusy = false;
+    cur.inFlight = true;
+    const role = cur.role;
+    try {
+      await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}) });
+    } catch (error) {
+      this.deps.log.warn(`[loop ${this.ref.name}] prompt failed: ${String(error)}`);
+      await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: `prompt could not be sent: ${(error as Error).message}` }, this.limits()));
+    }
+  }
+
+  private onAgentEvent(event: AgentEvent): void {
+    const cur = this.current;
+    if (!cur || this.ended) return;
+    // Progress signals stay cheap and outside the lock (the watchdog only reads them).
+    if (event.type === 'activity' && event.rootSessionId === cur.id) {
+      cur.lastProgressAt = Date.now();
+      if (event.kind === 'tool' && event.tool) {
+        const key = `${event.messageId}:${event.tool}`;
+        if (event.toolStatus === 'pending' || event.toolStatus === 'running') cur.runningTools.add(key);
+        else cur.runningTools.delete(key);
+      }
+      return;
+    }
+    if (event.type === 'session.busy' && event.sessionId === cur.id) {
+      cur.seenBusy = true;
+      return;
+    }
+    if (event.type === 'question.asked' && event.rootSessionId === cur.id) {
+      void this.client!.rejectQuestion(event.requestId).catch(() => {});
+      return;
+    }
+    if (event.type === 'session.idle' && event.sessionId === cur.id) {
+      void this.locked('idle', () => this.onIdle(cur.id));
+      return;
+    }
+    if (event.type === 'session.error' && event.sessionId === cur.id) {
+      if (event.error.name === 'MessageAbortedError') return;
+      void this.locked('session error', async () => {
+        if (this.current?.id !== cur.id) return;
+        this.finishAttempt('failed', event.error.message);
+        await this.recordUsage(cur);
+        this.current = undefined;
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model error: ${event.error.message}` });
+        await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: event.error.message }, this.limits()));
+      });
+      return;
+    }
+    if (event.type === 'session.retry' && event.sessionId === cur.id) {
+      cur.retryAttempt = event.attempt;
+      cur.lastProgressAt = Date.now();
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model retry ${event.attempt}: ${event.message}` });
+      if (event.attempt > this.limits().maxModelRetries) {
+        void this.locked('retries exhausted', async () => {
+          if (this.current?.id !== cur.id) return;
+          this.current = undefined;
+          await this.client!.abort(cur.id).catch(() => {});
+          this.finishAttempt('failed', event.message, cur.attemptId);
+          await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: event.message }, this.limits()));
+        });
+      }
+    }
+  }
+
+  private finishAttempt(outcome: 'succeeded' | 'failed' | 'abandoned', error?: string, id = this.current?.attemptId): void {
+    if (id === undefined) return;
+    try {
+      this.repos.attempts.finish(this.ref.projectId, id, { outcome, error: error ?? null });
+    } catch {
+      /* already finished */
+    }
+  }
+
+  private async recordUsage(session: CurrentSession): Promise<void> {
+    try {
+      const usage = await this.client!.usage(session.id);
+      for (const u of usage) {
+        this.repos.sessionUsage.record(
+          this.ref.projectId,
+          { loopName: this.ref.name, sessionId: session.id, role: session.role, model: `${u.providerId}/${u.modelId}` },
+          {
+            inputTokens: u.usage.input,
+            outputTokens: u.usage.output,
+            reasoningTokens: u.usage.reasoning,
+            cacheReadTokens: u.usage.cacheRead,
+            cacheWriteTokens: u.usage.cacheWrite,
+            cost: u.cost,
+            messages: u.messages,
+          },
+        );
+      }
+      this.deps.emit({ type: 'loop.usage', loop: this.ref });
+    } catch (error) {
+      this.deps.log.warn(`[loop ${this.ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
+    }
+  }
+
+  private async onIdle(sessionId: string): Promise<void> {
+    const cur = this.current;
+    if (!cur || cur.id !== sessionId || !cur.inFlight) return;
+    const loop = this.loop();
+    const timing = readExtras(loop).timing;
+    // Idle gate: an idle that arrives before the session was seen busy is the idle from
+    // before our prompt — unless the gate expired and the session really never went busy.
+    if (!cur.seenBusy && Date.now() - cur.promptSentAt < timing.idleGateTimeoutMs) {
+      this.deps.log.debug(`[loop ${loop.name}] idle before busy ignored (idle gate)`);
+      return;
+    }
+    cur.inFlight = false;
+    await this.recordUsage(cur);
+    const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
+    const state = readExtras(loop).loopState;
+    let event: LoopEvent;
+    if (handoff) {
+      const counts = this.repos.reviewFindings.countOpen(this.ref.projectId, loop.name);
+      const section = state.sectionIndex !== null ? this.repos.reviewFindings.countOpen(this.ref.projectId, loop.name, { sectionIndex: state.sectionIndex }) : { bug: 0, warning: 0 };
+      event = {
+        type: 'handoff',
+        role: handoff.role,
+        openBugsInSection: section.bug,
+        openBugs: counts.bug,
+        openFindings: counts.bug + counts.warning,
+      };
+      if (handoff.role === 'auditor') {
+        const p = handoff.payload as { summary?: string };
+        this.repos.loops.setLargeFields(this.ref.projectId, loop.name, { lastAuditSummary: p.summary ?? null });
+      } else {
+        this.repos.loops.setLargeFields(this.ref.projectId, loop.name, { lastCoderHandoff: JSON.stringify(handoff.payload) });
+      }
+    } else {
+      event = { type: 'idle_without_handoff' };
+    }
+    const transition = nextTransition(state, event, readExtras(loop).limits);
+    if (transition.kind !== 'remind_handoff' && transition.kind !== 'ignore') {
+      this.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff');
+      this.current = undefined;
+    }
+    if (transition.kind === 'ignore') {
+      this.deps.log.warn(`[loop ${loop.name}] ${transition.why}`);
+      // A handoff of the wrong role cannot move the loop; remind this session of its own.
+      await this.applyTransition(nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits));
+      return;
+    }
+    await this.applyTransition(transition);
+  }
+
+  private async watchdogTick(): Promise<void> {
+    const cur = this.current;
+    if (!cur || !cur.inFlight || this.ended) return;
+    const timing = readExtras(this.loop()).timing;
+    const quietFor = Date.now() - cur.lastProgressAt;
+    if (cur.runningTools.size === 0 && quietFor > timing.stallTimeoutMs) {
+      await this.locked('stall', async () => {
+        if (this.current !== cur || !cur.inFlight) return;
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `no activity for ${Math.round(quietFor / 1000)} s: re-triggering ${cur.phase}` });
+        this.current = undefined;
+        await this.client!.abort(cur.id).catch(() => {});
+        this.finishAttempt('failed', 'stalled', cur.attemptId);
+        await this.recordUsage(cur);
+        await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
+      });
+    } else if (cur.runningTools.size > 0 && quietFor > timing.busyStallTimeoutMs) {
+      await this.locked('busy stall', async () => {
+        if (this.current !== cur || !cur.inFlight) return;
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `a tool has run without progress for ${Math.round(quietFor / 1000)} s: aborting it and asking the agent to continue` });
+        await this.client!.abort(cur.id).catch(() => {});
+        cur.runningTools.clear();
+        await this.sendPrompt(buildContinueNudge());
+      });
+    }
+  }
+
+  /** Applies one transition: persist state + log row atomically, then its effects. Caller holds the lock. */
+  private async applyTransition(t: Transition): Promise<void> {
+    if (t.kind === 'ignore') {
+      this.deps.log.info(`[loop ${this.ref.name}] ignored: ${t.why}`);
+      return;
+    }
+    const before = this.loop();
+    const fromState = readExtras(before).loopState;
+    if (t.kind === 'remind_handoff') {
+      this.persistState(t.to, null);
+      if (this.current) {
+        this.current.inFlight = true;
+        await this.sendPrompt(buildHandoffReminder({ state: t.to }));
+      }
+      return;
+    }
+    // Checkpoints go to git first: if the process dies right after, the next audit finds the
+    // section clean again and the commit is not repeated (nothing left to commit).
+    await this.applyGitEffects(t.effects, before);
+    if (t.kind === 'terminate') {
+      await this.terminate(t.event, t.to, t.reason, t.effects);
+      return;
+    }
+    this.persistState(t.to, { event: t.event, from: fromState.phase, effects: t.effects });
+    this.deps.emit({
+      type: 'loop.phase',
+      loop: this.ref,
+      event: t.event,
+      from: fromState.phase,
+      to: t.to.phase,
+      iteration: t.to.iteration,
+      sectionIndex: t.to.sectionIndex,
+    });
+    if (readExtras(this.loop()).cancelRequested) {
+      await this.terminate('cancel', t.to, { kind: 'cancelled' }, []);
+      return;
+    }
+    const previous = this.current;
+    if (previous) {
+      this.current = undefined;
+      await this.client!.abort(previous.id).catch(() => {});
+    }
+    await this.runPhase(t.kind === 'retrigger' ? t.delayMs : 0);
+  }
+
+  private persistState(to: LoopState, log: { event: string; from: Phase; effects: TransitionEffect[] } | null): void {
+    const { projectId, name } = this.ref;
+    this.deps.db.transaction((tx) => {
+      const repos = createForgeRepositories(tx);
+      const loop = repos.loops.get(projectId, name)!;
+      const extras = readExtras(loop);
+      repos.loops.update(projectId, name, {
+        phase: to.phase,
+        iteration: to.iteration,
+        sectionIndex: to.sectionIndex,
+        errorCount: to.modelErrors,
+        consecutiveStalls: to.consecutiveStalls,
+        state: { ...extras, loopState: to },
+      });
+      if (log) {
+        for (const e of log.effects) {
+          if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
+          if (e.type === 'start_section') {
+            repos.sectionPlans.setStatus(projectId, name, e.index, 'in_progress');
+            repos.sectionPlans.incrementAttempts(projectId, name, e.index);
+          }
+        }
+        repos.transitions.append(projectId, {
+          loopName: name,
+          event: log.event,
+          fromPhase: log.from,
+          toPhase: to.phase,
+          iteration: to.iteration,
+          sectionIndex: to.sectionIndex,
+        });
+      }
+    });
+  }
+
+  private async applyGitEffects(effects: TransitionEffect[], loop: LoopRow): Promise<void> {
+    for (const e of effects) {
+      if (e.type !== 'complete_section') continue;
+      const section = this.repos.sectionPlans.get(this.ref.projectId, loop.name, e.index);
+      const message = sectionCheckpointMessage(e.index + 1, section?.title ?? `section ${e.index + 1}`);
+      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir!, message);
+      if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
+    }
+  }
+
+  private async terminate(event: string, state: LoopState, reason: TerminationReason, effects: TransitionEffect[]): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    const { projectId, name } = this.ref;
+    const cur = this.current;
+    this.current = undefined;
+    if (cur) {
+      await this.client?.abort(cur.id).catch(() => {});
+      this.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
+      if (this.client) await this.recordUsage(cur);
+    }
+    const status = terminationStatusFor(reason);
+    const reasonText = terminationReasonToString(reason);
+    const loopBefore = this.loop();
+    this.deps.db.transaction((tx) => {
+      const repos = createForgeRepositories(tx);
+      const loop = repos.loops.get(projectId, name)!;
+      for (const e of effects) if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
+      repos.loops.update(projectId, name, {
+        phase: state.phase,
+        iteration: state.iteration,
+        sectionIndex: state.sectionIndex,
+        currentSessionId: null,
+        state: { ...readExtras(loop), loopState: state, opencodePid: null, cancelRequested: false },
+      });
+      repos.transitions.append(projectId, {
+        loopName: name,
+        event,
+        fromPhase: readExtras(loop).loopState.phase,
+        toPhase: null,
+        iteration: state.iteration,
+        sectionIndex: state.sectionIndex,
+        status,
+        reason: reasonText,
+      });
+      repos.loops.terminate(projectId, name, { status, terminationReason: reasonText });
+    });
+    const mergeText = await this.teardownWorkspace(loopBefore, reason, state);
+    await this.disposeScope(true);
+    const ended = {
+      type: 'loop.ended' as const,
+      loop: this.ref,
+      status,
+      reason,
+      iterations: state.iteration,
+      branch: loopBefore.branch,
+      worktreeDir: loopBefore.worktreeDir,
+      merge: mergeText,
+    };
+    this.deps.emit(ended);
+    this.endedResolve(ended);
+  }
+
+  /** Commits what is left, merges a completed loop as configured, removes the worktree if asked. */
+  private async teardownWorkspace(loop: LoopRow, reason: TerminationReason, state: LoopState): Promise<string | null> {
+    const extras = readExtras(loop);
+    if (!loop.worktreeDir) return null;
+    try {
+      const message = loopTeardownMessage(loop.name, terminationReasonToString(reason), state.iteration);
+      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir, message);
+      if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
+    } catch (error) {
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not commit the loop's last changes: ${(error as Error).message}` });
+    }
+    let mergeText: string | null = null;
+    if (reason.kind === 'completed' && extras.merge !== 'never' && loop.repoDir && loop.branch) {
+      try {
+        const result = await this.deps.worktrees.mergeIntoBase({ repoDir: loop.repoDir, branch: loop.branch, baseBranch: loop.baseBranch, loopName: loop.name }, extras.merge);
+        mergeText = result.message;
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: result.kind === 'refused' ? 'warning' : 'info', message: result.message });
+      } catch (error) {
+        mergeText = `merge failed: ${(error as Error).message}`;
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: mergeText });
+      }
+    }
+    if (extras.cleanupWorktree) {
+      try {
+        await this.deps.worktrees.removeWorktree(loop.worktreeDir);
+      } catch (error) {
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not remove the worktree: ${(error as Error).message}` });
+      }
+    }
+    return mergeText;
+  }
+
+  /** Terminates through the table (cancel, shutdown). */
+  stop(kind: 'cancel' | 'shutdown' | 'user_abort'): Promise<void> {
+    return this.locked(kind, async () => {
+      await this.applyTransition(nextTransition(this.state(), { type: kind }, this.limits()));
+    });
+  }
+
+  /** Another process took over: stop driving without touching the loop's persisted state. */
+  async relinquish(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    const cur = this.current;
+    this.current = undefined;
+    if (cur) await this.client?.abort(cur.id).catch(() => {});
+    await this.disposeScope(false);
+    const event = { type: 'loop.supervision_lost' as const, loop: this.ref };
+    this.deps.emit(event);
+    this.endedResolve(event);
+  }
+
+  private startLeaseRenewal(): void {
+    const every = Math.max(200, Math.floor(this.deps.leaseTtlMs / 3));
+    const timer = setInterval(() => {
+      if (this.ended) return;
+      try {
+        const ok = this.repos.loops.acquireLease(this.ref.projectId, this.ref.name, this.deps.supervisorId, this.deps.leaseTtlMs);
+        if (!ok) {
+          this.deps.log.warn(`[loop ${this.ref.name}] another process took over supervision`);
+          void this.relinquish();
+          return;
+        }
+        const loop = this.loop();
+        if (loop.status !== 'running' && loop.status !== 'starting') {
+          void this.relinquish();
+          return;
+        }
+        if (readExtras(loop).cancelRequested) void this.stop('cancel');
+      } catch (error) {
+        this.deps.log.warn(`[loop ${this.ref.name}] lease renewal failed: ${String(error)}`);
+      }
+    }, every);
+    timer.unref?.();
+    this.disposers.push(() => clearInterval(timer));
+  }
+
+  private async failHard(error: unknown): Promise<void> {
+    if (this.ended) return;
+    try {
+      await this.terminate('internal_error', this.state(), { kind: 'error_max_retries', message: `internal error: ${(error as Error).message}` }, []);
+    } catch (e) {
+      this.deps.log.error(`[loop ${this.ref.name}] could not record the failure: ${String(e)}`);
+      await this.disposeScope(false);
+    }
+  }
+
+  private async disposeScope(ended: boolean): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const d of this.disposers.reverse()) {
+      try {
+        await d();
+      } catch {
+        /* keep releasing */
+      }
+    }
+    this.disposers = [];
+    if (this.agent) {
+      this.agent.scope.setActiveSession(undefined);
+      await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));
+    }
+    try {
+      await this.deps.releaseSandbox(this.loop(), ended);
+    } catch (e) {
+      this.deps.log.warn(`[loop ${this.ref.name}] releasing the sandbox: ${String(e)}`);
+    }
+    try {
+      this.repos.loops.releaseLease(this.ref.projectId, this.ref.name, this.deps.supervisorId);
+    } catch {
+      /* the row may be gone */
+    }
+    this.deps.onDisposed(this.ref);
+  }
+}

@@ -1,0 +1,415 @@
+/**
+ * The loop runtime: starts, cancels and restarts loops, and supervises the ones this process
+ * drives (one `LoopSupervisor` — one per-loop scope — each). Host-neutral: the VS Code extension
+ * and the CLI both create it through `createForgeEngine`.
+ *
+ * Nothing is recovered or restarted when a runtime is created: a loop left `running` by a dead
+ * process stays as it is until the user restarts it (with `force`).
+ */
+import { randomUUID } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { AgentPrompts } from '../opencode/forge-config';
+import type { ForgeToolServer } from '../opencode/forge-tool-server';
+import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
+import type { PermissionRule } from '../opencode/agent-client';
+import { killProcessGroupNow } from '../opencode/server-process';
+import type { ForgeSettings } from '../config/settings';
+import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
+import type { SqlExecutor } from '../storage/sql-executor';
+import {
+  isWorkspaceError,
+  loopNameFromPlan,
+  slugifyLoopName,
+  uniqueLoopName,
+  validateLoopName,
+  type MergeMode,
+  type WorktreeService,
+} from '../workspace';
+import { isProcessAlive } from '../storage/cross-process-lock';
+import { parsePlan, PlanError, type ParsedPlan } from './plan';
+import { projectIdFor } from './project';
+import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
+import {
+  LoopRuntimeError,
+  type LoopRef,
+  type LoopRuntime,
+  type LoopRuntimeEvent,
+  type LoopRuntimeListener,
+  type StartLoopRequest,
+} from './runtime-types';
+import { initialState, terminationStatusFor } from './state';
+import { restartState } from './transitions';
+
+export interface LoopSandboxPort {
+  /** Creates (or resumes) the loop's sandbox and returns what the opencode server needs. */
+  prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<{ env: Record<string, string>; config: Record<string, unknown> }>;
+  /** Fails with a clear message when the loop's sandbox is gone. */
+  check(loop: LoopRow): Promise<void>;
+  release(loop: LoopRow, ended: boolean): Promise<void>;
+}
+
+export interface LoopRuntimeDeps {
+  db: SqlExecutor & { transaction<T>(fn: (tx: SqlExecutor) => T): T };
+  worktrees: WorktreeService;
+  settings: () => ForgeSettings;
+  log: EngineLog;
+  /** Forge's MCP tool server for a project (the host starts it lazily, one per project). */
+  toolServerFor: (projectId: string, onHandoff: () => void) => Promise<ForgeToolServer>;
+  agentPrompts: () => Promise<AgentPrompts>;
+  /** Environment for opencode (the user's, plus API keys the host adds). */
+  opencodeEnv: () => NodeJS.ProcessEnv;
+  /** Set over everything (tests isolate HOME/XDG here). */
+  opencodeExtraEnv?: Record<string, string>;
+  /** Models used when neither the request nor the settings name one (the embedded model). */
+  defaultModels?: () => Promise<{ model: string | null; auditorModel: string | null; notice: string | null }>;
+  sandbox?: LoopSandboxPort;
+  /** Lease length; a dead supervisor's loop shows unsupervised after this. */
+  leaseTtlMs?: number;
+  supervisorId?: string;
+}
+
+export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
+  const repos: ForgeRepositories = createForgeRepositories(deps.db);
+  const supervisorId = deps.supervisorId ?? `${process.pid}:${randomUUID()}`;
+  const leaseTtlMs = deps.leaseTtlMs ?? 30_000;
+  const listeners = new Set<LoopRuntimeListener>();
+  const supervisors = new Map<string, LoopSupervisor>();
+  const key = (ref: LoopRef) => `${ref.projectId}\u0000${ref.name}`;
+  let disposed = false;
+
+  function emit(event: LoopRuntimeEvent): void {
+    for (const l of [...listeners]) {
+      try {
+        l(event);
+      } catch (error) {
+        deps.log.warn(`runtime listener failed: ${String(error)}`);
+      }
+    }
+  }
+
+  async function projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; gitCommonDir: string; headCommit: string; currentBranch: string | null }> {
+    try {
+      const info = await deps.worktrees.inspectRepository(repoPath);
+      return { projectId: projectIdFor(info.gitCommonDir), ...info };
+    } catch (error) {
+      if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
+      throw error;
+    }
+  }
+
+  function openAgentFor(projectId: string) {
+    return async (loop: LoopRow, extras: StoredLoopExtras): Promise<LoopOpencode> => {
+      const settings = deps.settings();
+      const toolServer = await deps.toolServerFor(projectId, () => {});
+      let sandboxEnv: Record<string, string> = {};
+      let sandboxConfig: Record<string, unknown> = {};
+      if (loop.sandbox) {
+        if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge.');
+        const prepared = await deps.sandbox.prepare(loop, extras, loop.iteration > 1 || (readExtras(loop).loopState.phase !== 'coding'));
+        sandboxEnv = prepared.env;
+        sandboxConfig = prepared.config;
+      }
+      const baseEnv = { ...deps.opencodeEnv() };
+      if (Object.keys(sandboxConfig).length > 0) {
+        const inline = safeJson(baseEnv.OPENCODE_CONFIG_CONTENT);
+        baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...sandboxConfig });
+      }
+      return startLoopOpencode({
+        loopName: loop.name,
+        worktreeDir: loop.worktreeDir!,
+        toolServer,
+        prompts: await deps.agentPrompts(),
+        models: { code: loop.model ?? undefined, auditor: loop.auditorModel ?? loop.model ?? undefined },
+        binaryPath: settings['forge.opencode.binaryPath'] || undefined,
+        attach: settings['forge.opencode.serverUrl'] ? { url: settings['forge.opencode.serverUrl'] } as never : undefined,
+        baseEnv,
+        extraEnv: { ...sandboxEnv, ...(deps.opencodeExtraEnv ?? {}) },
+        onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
+        log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
+      });
+    };
+  }
+
+  function supervise(ref: LoopRef): LoopSupervisor {
+    const sup = new LoopSupervisor(
+      {
+        db: deps.db,
+        repos,
+        worktrees: deps.worktrees,
+        log: deps.log,
+        supervisorId,
+        leaseTtlMs,
+        emit,
+        openAgent: openAgentFor(ref.projectId),
+        releaseSandbox: async (loop, ended) => {
+          if (loop.sandbox && deps.sandbox) await deps.sandbox.release(loop, ended);
+        },
+        checkSandbox: async (loop) => {
+          if (loop.sandbox && deps.sandbox) await deps.sandbox.check(loop);
+        },
+        onDisposed: (r) => supervisors.delete(key(r)),
+      },
+      ref,
+    );
+    supervisors.set(key(ref), sup);
+    return sup;
+  }
+
+  async function reserveName(projectId: string, desired: string, userGiven: boolean, loop: Parameters<ForgeRepositories['loops']['reserve']>[2]): Promise<LoopRow> {
+    // Worktree folders are shared by every project in the data folder: avoid names whose
+    // folder exists already, then let the repository reserve atomically within the project.
+    let onDisk: string[] = [];
+    try {
+      onDisk = await readdir(join(deps.worktrees.dataDir, 'worktrees'));
+    } catch {
+      /* no worktrees yet */
+    }
+    const base = uniqueLoopName(desired, onDisk);
+    if (userGiven && base !== desired && repos.loops.get(projectId, desired)) {
+      throw new LoopRuntimeError('bad_name', `A loop named "${desired}" already exists. Choose another name, or restart that loop.`);
+    }
+    return repos.loops.reserve(projectId, base, loop);
+  }
+
+  async function start(request: StartLoopRequest): Promise<LoopRef & { notices: string[] }> {
+    if (disposed) throw new LoopRuntimeError('bad_request', 'Forge is shutting down.');
+    const settings = deps.settings();
+    // 1. Everything that can be wrong with the request is checked before anything is created.
+    let plan: ParsedPlan | null = null;
+    if (request.kind === 'plan') {
+      try {
+        plan = parsePlan(request.planText ?? '', request.planSource ?? 'The plan');
+      } catch (error) {
+        if (error instanceof PlanError) throw new LoopRuntimeError('bad_plan', error.message);
+        throw error;
+      }
+    } else if (!request.goal || !request.goal.trim()) {
+      throw new LoopRuntimeError('bad_request', 'The goal is empty. Say what the agent should achieve.');
+    }
+    let desired: string;
+    if (request.name !== undefined) {
+      const v = validateLoopName(request.name);
+      if (!v.ok) throw new LoopRuntimeError('bad_name', v.message);
+      desired = request.name;
+    } else if (plan) {
+      desired = plan.loopName ? slugifyLoopName(plan.loopName) : loopNameFromPlan(plan.text);
+    } else {
+      desired = slugifyLoopName(request.goal!.split(/\s+/).slice(0, 6).join(' '));
+    }
+    const project = await projectOf(request.repoPath);
+    const defaults = deps.defaultModels ? await deps.defaultModels() : { model: null, auditorModel: null, notice: null };
+    const model = request.model || settings['forge.model'] || defaults.model || null;
+    const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
+    const notices = [...(plan?.notices ?? [])];
+    if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
+    const sandbox = request.sandbox ?? settings['forge.sandbox.enabled'];
+    if (sandbox && !deps.sandbox) throw new LoopRuntimeError('sandbox', 'Sandboxing was asked for, but no sandbox driver is available on this machine. Install docker, podman or bubblewrap, or run without the sandbox.');
+
+    const sections = plan?.sections ?? [];
+    const loopState = initialState(request.kind, sections.length);
+    const extras: StoredLoopExtras = {
+      loopState,
+      limits: {
+        maxIterations: request.maxIterations ?? settings['forge.loop.maxIterations'],
+        maxConsecutiveStalls: settings['forge.loop.maxConsecutiveStalls'],
+        maxModelRetries: settings['forge.loop.maxModelRetries'],
+        auditorFallbackModels: settings['forge.auditorFallbackModels'],
+        postAction: request.kind === 'plan' && settings['forge.loop.postAction'].trim().length > 0,
+      },
+      timing: {
+        stallTimeoutMs: settings['forge.loop.stallTimeoutMs'],
+        busyStallTimeoutMs: settings['forge.loop.busyStallTimeoutMs'],
+        idleGateTimeoutMs: settings['forge.loop.idleGateTimeoutMs'],
+      },
+      title: plan?.title ?? request.goal!.trim().split('\n')[0]!.slice(0, 120),
+      objective: plan?.objective ?? null,
+      verification: plan?.verification ?? null,
+      merge: request.merge ?? settings['forge.loop.merge'],
+      postAction: settings['forge.loop.postAction'].trim() || null,
+      cleanupWorktree: settings['forge.loop.cleanupWorktree'],
+      gitCommonDir: project.gitCommonDir,
+      userDenyRules: settings['forge.loop.permissions'] as PermissionRule[],
+    };
+
+    // 2. Identity first: the name is reserved before any side effect.
+    const row = await reserveName(project.projectId, desired, request.name !== undefined, {
+      kind: request.kind,
+      status: 'starting',
+      phase: 'coding',
+      iteration: 1,
+      maxIterations: extras.limits.maxIterations,
+      sectionIndex: loopState.sectionIndex,
+      model,
+      auditorModel,
+      sandbox,
+      repoDir: project.repoDir,
+      state: extras as unknown as Record<string, unknown>,
+    });
+    const ref: LoopRef = { projectId: project.projectId, name: row.name };
+    try {
+      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name });
+      deps.db.transaction((tx) => {
+        const r = createForgeRepositories(tx);
+        r.loops.update(ref.projectId, ref.name, {
+          worktreeDir: wt.worktreeDir,
+          branch: wt.branch,
+          baseBranch: wt.baseBranch,
+          baseCommit: wt.baseCommit,
+          repoDir: wt.repoDir,
+        });
+        r.loops.setLargeFields(ref.projectId, ref.name, { planText: plan?.text ?? null, goalText: request.kind === 'goal' ? request.goal!.trim() : null });
+        if (sections.length > 0) {
+          r.sectionPlans.replaceAll(ref.projectId, ref.name, sections.map((s) => ({ title: s.title, body: s.body })));
+          r.sectionPlans.setStatus(ref.projectId, ref.name, 0, 'in_progress');
+          r.sectionPlans.incrementAttempts(ref.projectId, ref.name, 0);
+        }
+        if (!r.loops.acquireLease(ref.projectId, ref.name, supervisorId, leaseTtlMs)) throw new Error('lease taken by another process');
+        r.loops.update(ref.projectId, ref.name, { status: 'running' });
+        r.transitions.append(ref.projectId, { loopName: ref.name, event: 'start', fromPhase: null, toPhase: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
+      });
+    } catch (error) {
+      // Nothing ran yet: give the name back so the user can fix the cause and run again.
+      repos.loops.delete(ref.projectId, ref.name);
+      if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
+      throw error;
+    }
+    const sup = supervise(ref);
+    emit({ type: 'loop.started', loop: ref, notices });
+    emit({ type: 'loop.phase', loop: ref, event: 'start', from: null, to: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
+    if (sandbox && deps.sandbox) {
+      // The sandbox must come up before the loop counts as started; failure rolls the start back.
+      const loop = repos.loops.get(ref.projectId, ref.name)!;
+      try {
+        await deps.sandbox.prepare(loop, readExtras(loop), false);
+      } catch (error) {
+        supervisors.delete(key(ref));
+        await deps.worktrees.removeWorktree(loop.worktreeDir!).catch(() => {});
+        repos.loops.delete(ref.projectId, ref.name);
+        throw new LoopRuntimeError('sandbox', `The sandbox could not start, so the loop was not started: ${(error as Error).message}`);
+      }
+    }
+    void sup.begin('start');
+    return { ...ref, notices };
+  }
+
+  async function cancel(ref: LoopRef): Promise<void> {
+    const loop = repos.loops.get(ref.projectId, ref.name);
+    if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
+    if (loop.status !== 'running' && loop.status !== 'starting') {
+      throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}).`);
+    }
+    const sup = supervisors.get(key(ref));
+    if (sup) {
+      await sup.stop('cancel');
+      return;
+    }
+    const leaseLive = loop.supervisorId !== null && (loop.leaseExpiresAt ?? 0) > Date.now();
+    if (leaseLive) {
+      // Another process drives it: ask that supervisor to cancel at its next lease tick.
+      repos.loops.mergeState(ref.projectId, ref.name, { cancelRequested: true });
+      return;
+    }
+    // Nobody drives it (its process died): record the cancel here and keep its work.
+    const extras = readExtras(loop);
+    if (loop.worktreeDir) {
+      await deps.worktrees
+        .commitAll(loop.worktreeDir, `loop: ${loop.name} cancelled after ${extras.loopState.iteration} iterations`)
+        .catch(() => null);
+    }
+    deps.db.transaction((tx) => {
+      const r = createForgeRepositories(tx);
+      r.transitions.append(ref.projectId, { loopName: ref.name, event: 'cancel', fromPhase: extras.loopState.phase, toPhase: null, iteration: extras.loopState.iteration, sectionIndex: extras.loopState.sectionIndex, status: 'cancelled', reason: 'cancelled' });
+      r.loops.terminate(ref.projectId, ref.name, { status: terminationStatusFor({ kind: 'cancelled' }), terminationReason: 'cancelled' });
+    });
+    emit({ type: 'loop.ended', loop: ref, status: 'cancelled', reason: { kind: 'cancelled' }, iterations: extras.loopState.iteration, branch: loop.branch, worktreeDir: loop.worktreeDir, merge: null });
+  }
+
+  async function restart(ref: LoopRef, options: { force?: boolean } = {}): Promise<void> {
+    const loop = repos.loops.get(ref.projectId, ref.name);
+    if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
+    if (loop.status === 'completed') {
+      throw new LoopRuntimeError('completed', `Loop "${ref.name}" completed; completed loops are history. Start a new loop to continue the work.`);
+    }
+    const running = loop.status === 'running' || loop.status === 'starting';
+    if (running && !options.force) {
+      const who = loop.supervisorId && (loop.leaseExpiresAt ?? 0) > Date.now() ? `process ${loop.supervisorId.split(':')[0]} supervises it` : 'its supervising process seems gone';
+      throw new LoopRuntimeError('running', `Loop "${ref.name}" is still marked running (${who}). Restart it with force to take it over.`);
+    }
+    const mine = supervisors.get(key(ref));
+    if (mine) await mine.relinquish();
+    const extras = readExtras(loop);
+    // A forced takeover: the previous supervisor's opencode must not keep working in the worktree.
+    if (extras.opencodePid && isProcessAlive(extras.opencodePid)) {
+      deps.log.info(`restart ${ref.name}: stopping the previous opencode server (pid ${extras.opencodePid})`);
+      killProcessGroupNow(extras.opencodePid);
+    }
+    try {
+      await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir!, branch: loop.branch!, repoDir: loop.repoDir! });
+    } catch (error) {
+      if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', `Loop "${ref.name}" cannot restart: ${error.message}`);
+      throw error;
+    }
+    const state = restartState(extras.loopState);
+    deps.db.transaction((tx) => {
+      const r = createForgeRepositories(tx);
+      r.attempts.abandonRunning(ref.projectId, ref.name);
+      // Force: take the lease whoever holds it (the user asked for it).
+      r.loops.update(ref.projectId, ref.name, {
+        status: 'running',
+        terminationReason: null,
+        endedAt: null,
+        supervisorId,
+        leaseExpiresAt: Date.now() + leaseTtlMs,
+        iteration: state.iteration,
+        errorCount: 0,
+        consecutiveStalls: 0,
+        currentSessionId: null,
+        state: { ...extras, loopState: state, opencodePid: null, cancelRequested: false },
+      });
+      r.transitions.append(ref.projectId, { loopName: ref.name, event: options.force ? 'force_restart' : 'restart', fromPhase: extras.loopState.phase, toPhase: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
+    });
+    const sup = supervise(ref);
+    emit({ type: 'loop.phase', loop: ref, event: 'restart', from: extras.loopState.phase, to: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
+    void sup.begin('restart');
+  }
+
+  return {
+    async projectOf(repoPath) {
+      const p = await projectOf(repoPath);
+      return { projectId: p.projectId, repoDir: p.repoDir };
+    },
+    start,
+    cancel,
+    restart,
+    get: (ref) => repos.loops.get(ref.projectId, ref.name),
+    list: (projectId) => repos.loops.list(projectId),
+    isSupervising: (ref) => supervisors.has(key(ref)),
+    waitForEnd(ref) {
+      const sup = supervisors.get(key(ref));
+      if (!sup) return Promise.reject(new LoopRuntimeError('not_running', `This process does not drive loop "${ref.name}".`));
+      return sup.endedPromise;
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async dispose(reason = 'shutdown') {
+      disposed = true;
+      await Promise.all([...supervisors.values()].map((s) => s.stop(reason === 'cancelled' ? 'cancel' : 'shutdown')));
+      listeners.clear();
+    },
+  };
+}
+
+function safeJson(text: string | undefined): Record<string, unknown> {
+  if (!text) return {};
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+export type { MergeMode };
