@@ -22,7 +22,9 @@ function step(title, cmd, cmdArgs, opts = {}) {
 }
 
 if (!existsSync(join(root, 'node_modules/.package-lock.json'))) {
-  step('install npm dependencies (npm ci)', 'npm', ['ci']);
+  // Not `npm ci`: the registry serves only this platform's opencode binary package, so the lock
+  // cannot list the other platforms' optional packages, and `npm ci` would call it out of sync.
+  step('install npm dependencies', 'npm', ['install', '--no-audit', '--no-fund']);
 }
 
 // Each prerequisite script installs and starts what it names when missing, and fails
