@@ -24,6 +24,11 @@ import type { SandboxHandle } from './manager';
  * are fixed when Forge starts it. If the sandbox is gone or broken the engine call fails
  * and the shim exits non-zero; no path in it runs the command on the host.
  *
+ * Other ways opencode itself starts host processes from what the agent writes — project
+ * plugins, custom tools, MCP servers, formatters and language servers found in the
+ * worktree — are closed by the configuration additions below (no project configuration,
+ * no formatters, no LSP).
+ *
  * The shims live in a Forge-owned folder, never in the worktree.
  */
 
@@ -34,13 +39,24 @@ export interface OpencodeSandboxOptions {
   shimRoot: string;
   /** The PATH the opencode server would otherwise get (default process.env.PATH). */
   basePath?: string;
+  /**
+   * Let opencode read the worktree's own configuration (`opencode.json`, `.opencode/`:
+   * plugins, custom tools, MCP servers, formatters) and AGENTS.md. Off by default: all of
+   * that is written by the agent inside the sandbox and would be *run on the host* by the
+   * opencode server at its next start. `shell` stays Forge's either way (see above).
+   */
+  allowProjectConfig?: boolean;
 }
 
 export interface OpencodeSandboxAdditions {
   /** Merge into the opencode server's environment. */
   env: Record<string, string>;
-  /** Merge into the opencode server's inline configuration (OPENCODE_CONFIG_CONTENT). */
-  config: { shell: string };
+  /**
+   * Merge into the opencode server's inline configuration (OPENCODE_CONFIG_CONTENT):
+   * the shell shim, and no formatters or language servers, which opencode would start
+   * on the host from binaries the agent can place in the worktree.
+   */
+  config: { shell: string; formatter: false; lsp: false };
   shellShimPath: string;
   ripgrepShimPath: string;
 }
@@ -114,8 +130,9 @@ export async function prepareOpencodeSandbox(
       PATH: `${binDir}${path.delimiter}${basePath}`,
       FORGE_SANDBOX_NAME: handle.name,
       FORGE_SANDBOX_DRIVER: handle.driver,
+      ...(options.allowProjectConfig ? {} : { OPENCODE_DISABLE_PROJECT_CONFIG: '1' }),
     },
-    config: { shell: shellShimPath },
+    config: { shell: shellShimPath, formatter: false, lsp: false },
     shellShimPath,
     ripgrepShimPath,
   };

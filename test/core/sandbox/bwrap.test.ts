@@ -1,9 +1,11 @@
-import { mkdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
 import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
+import { SandboxManager } from '../../../src/core/sandbox/manager';
 import { describeSandboxDriver } from '../../support/sandbox-contract';
-import { bwrapPrereqs } from '../../support/sandbox-fixtures';
+import { bwrapPrereqs, makeSandboxTestDirs, SMALL_LIMITS } from '../../support/sandbox-fixtures';
 
 describeSandboxDriver({
   driver: 'bwrap',
@@ -32,4 +34,30 @@ describeSandboxDriver({
       renameSync(`${record}.aside`, record);
     };
   },
+});
+
+describe('sandbox driver: bwrap without a usable cgroup', function () {
+  this.timeout(120_000);
+  before(() => bwrapPrereqs());
+
+  it('still confines commands and warns clearly that the limits are not enforced', async () => {
+    const dirs = makeSandboxTestDirs('bwrap-nocg');
+    try {
+      // A host where Forge may not create cgroups looks like this: no cgroup file system to write.
+      const runtime = new BwrapRuntime({ stateDir: dirs.stateDir, cgroups: new SandboxCgroups({ root: path.join(dirs.base, 'no-cgroupfs') }) });
+      const warnings: string[] = [];
+      const manager = new SandboxManager({ runtime, prefix: `ft${process.pid}nocg-`, isLoopRunning: () => false, onWarning: (w) => warnings.push(w) });
+      const h = await manager.start({ loopName: 'x', worktreeDir: dirs.worktreeDir, network: false, limits: SMALL_LIMITS });
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /cpu, memory and process limits: no cgroup file system .*The loop runs without that limit/);
+      assert.deepEqual((await runtime.readSettings(h.name))?.unenforcedLimits.length, 1);
+      const r = await runtime.exec(h.name, 'echo ok > inside.txt; echo x > /etc/forge-nocg-x');
+      assert.notEqual(r.exitCode, 0);
+      assert.equal(readFileSync(path.join(dirs.worktreeDir, 'inside.txt'), 'utf8'), 'ok\n');
+      await manager.stop('x');
+      assert.equal(await runtime.state(h.name), 'missing');
+    } finally {
+      dirs.cleanup();
+    }
+  });
 });

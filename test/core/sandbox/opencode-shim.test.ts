@@ -127,7 +127,10 @@ for (const c of cases) {
         limits: SMALL_LIMITS,
         ...(c.image ? { image: c.image } : {}),
       });
-      const additions = await prepareOpencodeSandbox(handle, { shimRoot: dirs.shimRoot });
+      // Docker: project configuration allowed, to show Forge's inline `shell` wins over the
+      // worktree's opencode.json; bwrap: the default, project configuration ignored.
+      const additions = await prepareOpencodeSandbox(handle, { shimRoot: dirs.shimRoot, allowProjectConfig: c.driver === 'docker' });
+      assert.equal(additions.env.OPENCODE_DISABLE_PROJECT_CONFIG, c.driver === 'docker' ? undefined : '1');
       assert.ok(!additions.shellShimPath.startsWith(dirs.worktreeDir), 'the shim is never written into the worktree');
 
       // An agent could write a project config naming another shell; Forge's inline config wins.
