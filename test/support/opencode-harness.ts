@@ -30,6 +30,8 @@ export interface HarnessOptions {
   repoFiles?: Record<string, string>;
   model?: ScriptedModelOptions;
   restart?: Partial<RestartPolicy>;
+  /** Variables of "the user's environment" for opencode (e.g. OPENCODE_CONFIG). */
+  userEnv?: Record<string, string>;
   /** Called with the worktree path before opencode starts (e.g. to create the loop row). */
   beforeStart?: (worktreeDir: string) => Promise<void> | void;
 }
@@ -83,7 +85,7 @@ export async function startOpencodeHarness(options: HarnessOptions): Promise<Ope
       worktreeDir,
       toolServer,
       prompts: await loadAgentPrompts(AGENT_PROMPTS_DIR),
-      extraEnv: env.env,
+      extraEnv: { ...env.env, ...(options.userEnv ?? {}) },
       restart: options.restart,
       onServerEvent: (event) => serverEvents.push(event),
     });

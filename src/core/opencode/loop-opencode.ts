@@ -69,9 +69,10 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
       server = await attachOpencodeServer(options.attach);
       await addRemoteMcpServer(server, options.worktreeDir, FORGE_MCP_SERVER_NAME, scope.mcpEntry);
     } else {
+      const binaryPath = resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined });
       await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
       server = await startSupervisedOpencode({
-        binaryPath: resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined }),
+        binaryPath,
         cwd: options.worktreeDir,
         baseEnv: options.baseEnv,
         extraEnv: options.extraEnv,

@@ -11,12 +11,15 @@
  * - Forge's configuration arrives inline (`OPENCODE_CONFIG_CONTENT`), merged by opencode after
  *   the user's global config, `OPENCODE_CONFIG` and the project's config, so Forge writes no
  *   file and the user's providers, credentials and settings keep working.
- * - Spawned detached in its own process group; stopping kills the whole group, so tool
- *   processes (bash commands, local MCP servers, LSP servers) do not outlive it.
+ * - Spawned detached in its own process group; stopping kills the whole group. opencode runs
+ *   each bash command in a new session (setsid), so those escape the group; every process of
+ *   the server carries a per-process marker in its environment (inherited by whatever it
+ *   starts, double forks included), and stopping also kills every process carrying it
+ *   (Linux, via /proc). Nothing the agents started outlives the server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
@@ -38,15 +41,23 @@ export const OFFLINE_ENVIRONMENT: Readonly<Record<string, string>> = Object.free
 
 export const FORGE_SERVER_USERNAME = 'forge';
 
+/** Environment variable whose value marks every process of one Forge-started opencode server. */
+export const PROCESS_MARKER_VARIABLE = 'FORGE_OPENCODE_INSTANCE';
+
 export class OpencodeStartError extends Error {
   constructor(
     message: string,
     /** What opencode printed (stdout and stderr), last part. */
     readonly output: string,
   ) {
-    super(output.trim() ? `${message}\nopencode said:\n${output.trim()}` : message);
+    super(output.trim() ? `${message}\nopencode said:\n${stripAnsi(output).trim()}` : message);
     this.name = 'OpencodeStartError';
   }
+}
+
+export function stripAnsi(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/\u001b\[[0-9;]*[A-Za-z]/g, '');
 }
 
 export interface ResolveBinaryOptions {
@@ -213,6 +224,8 @@ export interface OpencodeProcess {
   isRunning(): boolean;
   /** The last lines opencode printed. */
   outputTail(): string;
+  /** Value of `FORGE_OPENCODE_INSTANCE` in the environment of this server and all it starts. */
+  readonly marker: string;
   /** SIGTERM to the process group, SIGKILL after `graceMs` (default 5 s); always kills the group. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -223,6 +236,7 @@ const LISTENING = /opencode server listening on (https?:\/\/\S+)/;
 export async function startOpencodeProcess(options: OpencodeProcessOptions): Promise<OpencodeProcess> {
   const port = await findFreePort();
   const password = randomBytes(24).toString('base64url');
+  const marker = randomBytes(12).toString('hex');
   const env = buildOpencodeEnvironment({
     baseEnv: options.baseEnv,
     extraEnv: options.extraEnv,
@@ -230,6 +244,7 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
     username: FORGE_SERVER_USERNAME,
     password,
   });
+  env[PROCESS_MARKER_VARIABLE] = marker;
   const args = ['serve', '--hostname', '127.0.0.1', '--port', String(port), '--print-logs', '--log-level', options.logLevel ?? 'WARN'];
   let child: ChildProcess;
   try {
@@ -271,6 +286,7 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
     // Whatever the main process did, nothing of its group may survive it.
     signalGroup(pid, 'SIGKILL');
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+    killMarkedProcesses(marker);
   };
 
   const timeoutMs = options.startTimeoutMs ?? 60_000;
@@ -307,6 +323,10 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
   const endpoint: OpencodeEndpoint = { url: url.replace(/\/+$/, ''), username: FORGE_SERVER_USERNAME, password };
   try {
     await waitForHealth(endpoint, exited, timeoutMs);
+    // opencode reads the configuration of a directory on first use; load it now so a broken
+    // configuration (Forge's layer, the user's global or project config) fails the start with
+    // opencode's own words instead of failing the first session later.
+    await checkConfiguration(endpoint, options.cwd, timeoutMs);
   } catch (error) {
     await stop(1_000);
     throw error instanceof OpencodeStartError ? error : new OpencodeStartError(String(error), tail);
@@ -316,6 +336,7 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
     endpoint,
     pid: pid ?? -1,
     exited,
+    marker,
     isRunning: () => exit === undefined,
     outputTail: () => tail,
     stop,
@@ -353,6 +374,29 @@ export async function waitForHealth(endpoint: OpencodeEndpoint, exited: Promise<
   throw new OpencodeStartError(`opencode at ${endpoint.url} did not answer its health check within ${Math.round(timeoutMs / 1000)} s (${lastProblem}).`, '');
 }
 
+async function checkConfiguration(endpoint: OpencodeEndpoint, directory: string, timeoutMs: number): Promise<void> {
+  const response = await fetch(`${endpoint.url}/config`, {
+    headers: { authorization: basicAuthHeader(endpoint), 'x-opencode-directory': encodeURIComponent(directory) },
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  if (response.ok) return;
+  const body = await response.text();
+  throw new OpencodeStartError(`opencode rejected its configuration for ${directory}: ${describeOpencodeError(body)}`, '');
+}
+
+/** opencode's error JSON (`{ name, data: { path, issues | message } }`) as one line of text. */
+export function describeOpencodeError(body: string): string {
+  try {
+    const error = JSON.parse(body) as { name?: string; data?: { path?: string; message?: string; issues?: Array<{ path?: unknown[]; message?: string }> } };
+    const where = error.data?.path ? ` in ${error.data.path}` : '';
+    const issues = (error.data?.issues ?? []).map((i) => `${(i.path ?? []).map(String).join('.') || '(root)'}: ${i.message ?? 'invalid'}`);
+    const detail = issues.length ? issues.join('; ') : (error.data?.message ?? body);
+    return `${error.name ?? 'error'}${where}: ${detail}`;
+  } catch {
+    return body.trim() || 'no details';
+  }
+}
+
 function signalGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
@@ -361,7 +405,45 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** For exit handlers: kill a process group synchronously. */
-export function killProcessGroupNow(pid: number): void {
+/**
+ * Kills a server's process group and every process carrying its marker, synchronously (usable
+ * in exit handlers and after a crash).
+ */
+export function killServerProcessesNow(pid: number, marker: string): void {
   signalGroup(pid, 'SIGKILL');
+  killMarkedProcesses(marker);
+}
+
+/** SIGKILLs every process whose environment has `FORGE_OPENCODE_INSTANCE=<marker>` (Linux; a no-op elsewhere). */
+export function killMarkedProcesses(marker: string): number {
+  if (!existsSync('/proc/self/environ')) return 0;
+  const needle = Buffer.from(`${PROCESS_MARKER_VARIABLE}=${marker}\0`);
+  let killed = 0;
+  // Two sweeps: a process may fork while the first one runs.
+  for (let sweep = 0; sweep < 2; sweep++) {
+    let entries: string[];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return killed;
+    }
+    for (const entry of entries) {
+      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+      let environ: Buffer;
+      try {
+        environ = readFileSync(`/proc/${entry}/environ`);
+      } catch {
+        continue; // gone, or not ours to read
+      }
+      if (environ.includes(needle)) {
+        try {
+          process.kill(Number(entry), 'SIGKILL');
+          killed += 1;
+        } catch {
+          // already gone
+        }
+      }
+    }
+  }
+  return killed;
 }

@@ -4,7 +4,7 @@
  * Attach mode wraps a server the user runs themselves (no process to supervise).
  */
 import {
-  killProcessGroupNow,
+  killServerProcessesNow,
   startOpencodeProcess,
   waitForHealth,
   type OpencodeEndpoint,
@@ -69,7 +69,7 @@ export async function startSupervisedOpencode(options: SupervisedServerOptions):
 
   // If Forge's own process ends without stopping us, take the server's process group with it.
   const onProcessExit = () => {
-    if (current) killProcessGroupNow(current.pid);
+    if (current) killServerProcessesNow(current.pid, current.marker);
   };
   process.on('exit', onProcessExit);
 
@@ -93,7 +93,7 @@ export async function startSupervisedOpencode(options: SupervisedServerOptions):
       if (stopped || current !== proc) return;
       current = undefined;
       // Tool processes of the dead server may linger in its group.
-      killProcessGroupNow(proc.pid);
+      killServerProcessesNow(proc.pid, proc.marker);
       emit({ type: 'exited', generation: myGeneration, exit, output: proc.outputTail() });
       const uptime = Date.now() - startedAt;
       scheduleRestart(uptime >= policy.resetAfterMs ? 1 : attemptsSoFar + 1);

@@ -26,7 +26,14 @@ export interface WorktreeGuardResult {
 }
 
 export async function keepOpencodeWritesOutOfWorktree(worktreeDir: string): Promise<WorktreeGuardResult> {
-  const { stdout } = await run('git', ['ls-files', '-z', '--', ...CONFIG_FILES, ...OPENCODE_FOLDER_FILES], { cwd: worktreeDir });
+  let stdout: string;
+  try {
+    ({ stdout } = await run('git', ['ls-files', '-z', '--', ...CONFIG_FILES, ...OPENCODE_FOLDER_FILES], { cwd: worktreeDir }));
+  } catch (error) {
+    // Not a git work tree: nothing can be committed by mistake, so nothing to protect.
+    if (/not a git repository/i.test(String((error as { stderr?: string }).stderr ?? error))) return { protectedFiles: [] };
+    throw error;
+  }
   const tracked = stdout.split('\0').filter(Boolean);
   const toProtect: string[] = [];
   for (const file of tracked) {
