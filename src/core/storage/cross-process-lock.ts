@@ -52,7 +52,8 @@ export interface CrossProcessLock {
 
 /** An unparsable lock file younger than this may be a lock being written right now. */
 const UNPARSABLE_LOCK_GRACE_MS = 5_000;
-const MAX_BACKOFF_MS = 20;
+// Short: a write holds the lock for about one fsync, so a long sleep mostly wastes the free lock.
+const MAX_BACKOFF_MS = 4;
 
 function readProcStat(pid: number | 'self'): { startTime: string; zombie: boolean } | undefined {
   if (process.platform !== 'linux') return undefined;

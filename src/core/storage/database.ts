@@ -63,7 +63,7 @@ import { loadSqlJs, type SqlJsSource } from './sqljs-loader';
  * parameters and never call random()/datetime('now').
  *
  * Compaction folds the journal into a new snapshot when the journal grows
- * past max(compactAfterJournalBytes, snapshot size / 4). It is O(database
+ * past max(compactAfterJournalBytes, snapshot size × compactAtSnapshotFraction (¼)). It is O(database
  * size) but runs after the write that triggered it has returned (setImmediate)
  * and at most once per that many journal bytes, so its cost per write is
  * amortised O(record size). Only its first step (catch up + sql.js export,
@@ -85,8 +85,14 @@ export interface OpenForgeDatabaseOptions extends SqlJsSource {
   readonly onWarning?: (message: string) => void;
   /** How long a write waits for another process's lock. Default 15 s. */
   readonly lockTimeoutMs?: number;
-  /** Journal size that triggers a compaction (at least; grows with the snapshot). Default 8 MiB. */
+  /** Journal size that triggers a compaction, at least. Default 8 MiB. */
   readonly compactAfterJournalBytes?: number;
+  /**
+   * The threshold also grows to this fraction of the snapshot's size
+   * (default 0.25), so compaction, O(size), happens once per Θ(size) journal
+   * bytes and costs each write amortised O(record size).
+   */
+  readonly compactAtSnapshotFraction?: number;
   /** Compact automatically after writes and at close(). Default true. */
   readonly autoCompact?: boolean;
   /** Migrations to apply, in order. Default: all of Forge's. Tests pass a prefix to build older schemas. */
@@ -123,6 +129,7 @@ export interface ForgeDatabase extends SqlExecutor {
 
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_COMPACT_AFTER_JOURNAL_BYTES = 8 * 1024 * 1024;
+const DEFAULT_COMPACT_AT_SNAPSHOT_FRACTION = 0.25;
 const STATEMENT_CACHE_LIMIT = 200;
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
@@ -251,6 +258,7 @@ class JournaledDatabase implements ForgeDatabase {
   private readonly lock: CrossProcessLock;
   private readonly warn: (message: string) => void;
   private readonly compactAfterJournalBytes: number;
+  private readonly compactAtSnapshotFraction: number;
   private readonly autoCompact: boolean;
   private readonly now: () => number;
   private db: Database | null = null;
@@ -275,6 +283,7 @@ class JournaledDatabase implements ForgeDatabase {
     this.path = files.snapshot;
     this.warn = options.onWarning ?? ((message) => process.emitWarning(message, 'ForgeDatabaseWarning'));
     this.compactAfterJournalBytes = options.compactAfterJournalBytes ?? DEFAULT_COMPACT_AFTER_JOURNAL_BYTES;
+    this.compactAtSnapshotFraction = options.compactAtSnapshotFraction ?? DEFAULT_COMPACT_AT_SNAPSHOT_FRACTION;
     this.autoCompact = options.autoCompact ?? true;
     this.now = options.now ?? Date.now;
     this.lock = createCrossProcessLock({
@@ -948,7 +957,7 @@ class JournaledDatabase implements ForgeDatabase {
   // ---------------------------------------------------------------- compaction
 
   private compactionThreshold(): number {
-    return Math.max(this.compactAfterJournalBytes, Math.floor(this.snapshotBytes / 4));
+    return Math.max(this.compactAfterJournalBytes, Math.floor(this.snapshotBytes * this.compactAtSnapshotFraction));
   }
 
   private scheduleCompactionIfDue(): void {
