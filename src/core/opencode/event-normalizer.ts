@@ -55,7 +55,10 @@ export function createEventNormalizer(): EventNormalizer {
   }
 
   function toIdle(sessionId: string, reconciled = false): AgentEvent[] {
-    if (states.get(sessionId) === 'idle') return [];
+    const state = states.get(sessionId);
+    // Idle repeats (`session.status idle` and `session.idle`) are one idle. An idle while a
+    // prompt is pending is the previous turn's late second idle: the new turn has not begun.
+    if (state === 'idle' || (state === 'prompted' && !reconciled)) return [];
     states.set(sessionId, 'idle');
     const event: AgentEvent = { type: 'session.idle', sessionId, rootSessionId: rootOf(sessionId) };
     return [reconciled ? { ...event, reconciled: true } : event];

@@ -150,6 +150,15 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
       return { reply: 'reject', reason: `Your configuration denies "${request.permission}" (${pattern}) in loop sessions.` };
     }
   }
+  // The session ruleset's own denies (doom_loop, leaving the worktree) hold for subagents too.
+  const ruleset = buildLoopPermissionRuleset(options);
+  if (request.permission !== 'external_directory') {
+    for (const pattern of patterns) {
+      if (evaluateRuleset(ruleset, request.permission, pattern) === 'deny') {
+        return { reply: 'reject', reason: `Forge's loop ruleset denies "${request.permission}" (${pattern}).` };
+      }
+    }
+  }
   if (request.permission === 'external_directory' || PATH_PERMISSIONS.has(request.permission)) {
     // A bare `*` says nothing about the place, except for external_directory where it means "anywhere".
     const allowed = [options.worktreeDir, ...(options.opencodeDirectories ?? [])];

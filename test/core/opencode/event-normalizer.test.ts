@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { createEventNormalizer, type RawOpencodeEvent } from '../../../src/core/opencode/event-normalizer';
+
+const status = (sessionID: string, type: string, extra: Record<string, unknown> = {}): RawOpencodeEvent => ({
+  type: 'session.status',
+  properties: { sessionID, status: { type, ...extra } },
+});
+const idle = (sessionID: string): RawOpencodeEvent => ({ type: 'session.idle', properties: { sessionID } });
+const types = (events: Array<{ type: string }>) => events.map((e) => e.type);
+
+describe('event normalisation', () => {
+  it('emits one busy and one idle per turn, however opencode repeats them', () => {
+    const n = createEventNormalizer();
+    n.markPrompted('s1');
+    const out = [status('s1', 'busy'), status('s1', 'busy'), status('s1', 'idle'), idle('s1'), idle('s1')].flatMap((e) => n.normalize(e));
+    assert.deepEqual(types(out), ['session.busy', 'session.idle']);
+  });
+
+  it("drops the previous turn's late idle that arrives after a new prompt was sent", () => {
+    const n = createEventNormalizer();
+    n.normalize(status('s1', 'busy'));
+    assert.deepEqual(types(n.normalize(status('s1', 'idle'))), ['session.idle']);
+    n.markPrompted('s1');
+    assert.deepEqual(n.normalize(idle('s1')), []);
+    assert.deepEqual(types([...n.normalize(status('s1', 'busy')), ...n.normalize(idle('s1'))]), ['session.busy', 'session.idle']);
+  });
+
+  it('turns retry statuses into retry events with attempt, message and time', () => {
+    const n = createEventNormalizer();
+    const out = n.normalize(status('s1', 'retry', { attempt: 2, message: 'overloaded', next: 1234 }));
+    assert.deepEqual(out, [
+      { type: 'session.busy', sessionId: 's1', rootSessionId: 's1' },
+      { type: 'session.retry', sessionId: 's1', rootSessionId: 's1', attempt: 2, message: 'overloaded', nextAt: 1234 },
+    ]);
+  });
+
+  it('normalises errors with name, message, status code and retryability', () => {
+    const n = createEventNormalizer();
+    const [event] = n.normalize({
+      type: 'session.error',
+      properties: { sessionID: 's1', error: { name: 'APIError', data: { message: 'Bad Request', statusCode: 400, isRetryable: false } } },
+    });
+    assert.deepEqual(event, {
+      type: 'session.error',
+      sessionId: 's1',
+      rootSessionId: 's1',
+      error: { name: 'APIError', message: 'Bad Request', statusCode: 400, retryable: false },
+    });
+  });
+
+  it('attributes activity of subagent sessions to their top-level session', () => {
+    const n = createEventNormalizer();
+    n.normalize({ type: 'session.created', properties: { info: { id: 'child', parentID: 'root' } } });
+    n.normalize({ type: 'session.created', properties: { info: { id: 'grandchild', parentID: 'child' } } });
+    const [tool] = n.normalize({
+      type: 'message.part.updated',
+      properties: { part: { type: 'tool', tool: 'bash', sessionID: 'grandchild', messageID: 'm1', state: { status: 'running' } } },
+    });
+    assert.deepEqual(tool, { type: 'activity', sessionId: 'grandchild', rootSessionId: 'root', messageId: 'm1', kind: 'tool', tool: 'bash', toolStatus: 'running' });
+    const [delta] = n.normalize({ type: 'message.part.delta', properties: { sessionID: 'child', messageID: 'm2', partID: 'p', field: 'text', delta: 'x' } });
+    assert.deepEqual(delta, { type: 'activity', sessionId: 'child', rootSessionId: 'root', kind: 'text', messageId: 'm2' });
+  });
+
+  it('passes permission and question requests with their top-level session', () => {
+    const n = createEventNormalizer();
+    n.recordParent('child', 'root');
+    const [asked] = n.normalize({
+      type: 'permission.asked',
+      properties: { id: 'per_1', sessionID: 'child', permission: 'external_directory', patterns: ['/etc/*'], metadata: {}, always: [], tool: { messageID: 'm', callID: 'c' } },
+    });
+    assert.deepEqual(asked, {
+      type: 'permission.asked',
+      rootSessionId: 'root',
+      request: { id: 'per_1', sessionId: 'child', permission: 'external_directory', patterns: ['/etc/*'], metadata: {}, tool: { messageId: 'm', callId: 'c' } },
+    });
+    assert.deepEqual(n.normalize({ type: 'question.asked', properties: { id: 'que_1', sessionID: 'root', questions: [] } }), [
+      { type: 'question.asked', sessionId: 'root', rootSessionId: 'root', requestId: 'que_1' },
+    ]);
+  });
+
+  it('reconciles after a lost stream: a missed idle once, a pending prompt only when its turn finished', () => {
+    const n = createEventNormalizer();
+    n.normalize(status('busy1', 'busy'));
+    assert.deepEqual(n.reconcile('busy1', 'idle', false), [{ type: 'session.idle', sessionId: 'busy1', rootSessionId: 'busy1', reconciled: true }]);
+    assert.deepEqual(n.reconcile('busy1', 'idle', false), []);
+
+    n.markPrompted('p1');
+    assert.deepEqual(n.reconcile('p1', 'idle', false), [], 'not started yet');
+    assert.deepEqual(types(n.reconcile('p1', 'idle', true)), ['session.busy', 'session.idle']);
+
+    n.markPrompted('p2');
+    assert.deepEqual(types(n.reconcile('p2', 'busy', false)), ['session.busy']);
+    assert.deepEqual(n.normalize(status('p2', 'busy')), []);
+  });
+
+  it('reports a lost server as an error and an idle for each working session only', () => {
+    const n = createEventNormalizer();
+    n.normalize(status('working', 'busy'));
+    n.markPrompted('waiting');
+    n.normalize(status('done', 'busy'));
+    n.normalize(status('done', 'idle'));
+    const out = n.serverLost('gone');
+    assert.deepEqual(
+      out.map((e) => `${e.type}:${'sessionId' in e ? e.sessionId : ''}`),
+      ['session.error:working', 'session.idle:working', 'session.error:waiting', 'session.busy:waiting', 'session.idle:waiting'],
+    );
+    assert.equal(out[0]?.type === 'session.error' && out[0].error.name, 'ServerLost');
+    assert.deepEqual(n.serverLost('again'), []);
+  });
+});
