@@ -1,3 +1,199 @@
-// Headless runner over the Forge engine (see README "CLI").
-process.stderr.write('forge: the CLI is not built yet\n');
-process.exit(2);
+/**
+ * `forge`: the headless runner over the same engine the extension uses. Composition root of
+ * the CLI: settings from defaults + FORGE_SETTINGS + flags, logging to stderr, the embedded
+ * scripted model when no model is configured.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
+import { createForgeEngine, type ForgeEngine } from '../core/engine';
+import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent } from '../core/loop/runtime-types';
+import { ForgeDatabaseError } from '../core/storage';
+import { resolveDataDir, WorkspaceError } from '../core/workspace';
+import { EXIT, exitCodeFor, parseCli, USAGE, UsageError, type CliCommand } from './args';
+import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
+import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from './format';
+
+const out = (line: string) => process.stdout.write(line + '\n');
+const err = (line: string) => process.stderr.write(line + '\n');
+
+function cliSettings(cmd: CliCommand): ForgeSettings {
+  let fromEnv: Record<string, unknown> = {};
+  if (process.env.FORGE_SETTINGS) {
+    try {
+      fromEnv = JSON.parse(process.env.FORGE_SETTINGS);
+    } catch (error) {
+      throw new UsageError(`FORGE_SETTINGS is not valid JSON (${(error as Error).message}). Give an object such as {"forge.loop.maxIterations": 5}.`);
+    }
+  }
+  const { settings, problems } = resolveSettings((key: SettingKey) => fromEnv[key]);
+  for (const p of problems) err(`forge: ${p.message}`);
+  if ((cmd.command === 'run' || cmd.command === 'goal') && cmd.merge) settings['forge.loop.merge'] = cmd.merge;
+  return settings;
+}
+
+async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, settings: ForgeSettings): Promise<ForgeEngine> {
+  const dataDir = resolve(cmd.dataDir ?? resolveDataDir(process.env));
+  const debug = process.env.FORGE_LOG === 'debug';
+  // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.cjs).
+  const assetsDir = dirname(fileURLToPath(import.meta.url));
+  return createForgeEngine({
+    dataDir,
+    settings: () => settings,
+    log: {
+      debug: (m) => debug && err(`debug ${m}`),
+      info: (m) => debug && err(`info  ${m}`),
+      warn: (m) => err(`forge: warning: ${m}`),
+      error: (m) => err(`forge: error: ${m}`),
+    },
+    assetsDir,
+    env: process.env,
+    embeddedModel: startEmbeddedModel,
+    userHasDefaultModel: () => userHasDefaultModel(process.env),
+  });
+}
+
+async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'run' | 'goal' | 'restart' }>): Promise<number> {
+  const print = (e: LoopRuntimeEvent) => {
+    const line = formatEvent(e, cmd.json);
+    if (line) out(line);
+  };
+  let ref: LoopRef;
+  let unsubscribe = engine.runtime.subscribe(print);
+  if (cmd.command === 'restart') {
+    ref = { projectId: (await engine.runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
+    await engine.runtime.restart(ref, { force: cmd.force });
+  } else {
+    let planText: string | undefined;
+    if (cmd.command === 'run') planText = await readPlan(cmd.planPath);
+    const started = await engine.runtime.start({
+      kind: cmd.command === 'run' ? 'plan' : 'goal',
+      repoPath: cmd.repo,
+      ...(planText !== undefined && cmd.command === 'run' ? { planText, planSource: cmd.planPath } : {}),
+      ...(cmd.command === 'goal' ? { goal: cmd.goal } : {}),
+      ...(cmd.name !== null ? { name: cmd.name } : {}),
+      ...(cmd.maxIterations !== null ? { maxIterations: cmd.maxIterations } : {}),
+      ...(cmd.model ? { model: cmd.model } : {}),
+      ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
+      ...(cmd.sandbox ? { sandbox: true } : {}),
+    });
+    ref = started;
+  }
+  let interrupted = 0;
+  const onSignal = () => {
+    interrupted++;
+    if (interrupted === 1) {
+      err(`forge: cancelling loop "${ref.name}" (worktree and branch are kept)…`);
+      void engine.runtime.cancel(ref).catch((e) => err(`forge: ${(e as Error).message}`));
+    } else {
+      err('forge: second interrupt, exiting without waiting; the loop stays marked running (restart it with --force).');
+      process.exit(EXIT.cancelled);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const end = await engine.runtime.waitForEnd(ref);
+    if (end.type === 'loop.supervision_lost') return EXIT.supervisionLost;
+    return exitCodeFor(end.reason);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    unsubscribe();
+    unsubscribe = () => true;
+  }
+}
+
+async function readPlan(path: string): Promise<string> {
+  try {
+    const s = await stat(path);
+    if (s.isDirectory()) throw new UsageError(`${path} is a folder; give the path of a markdown plan file.`);
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new UsageError(`Plan file ${path} does not exist.`);
+    if (code === 'EACCES') throw new UsageError(`Plan file ${path} cannot be read (permission denied).`);
+    throw error;
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let cmd: CliCommand;
+  try {
+    cmd = parseCli(argv, process.cwd());
+  } catch (error) {
+    if (error instanceof UsageError) {
+      err(`forge: ${error.message}\n\n${USAGE}`);
+      return EXIT.badInput;
+    }
+    throw error;
+  }
+  if (cmd.command === 'help') {
+    out(USAGE);
+    return 0;
+  }
+  let engine: ForgeEngine | undefined;
+  try {
+    const settings = cliSettings(cmd);
+    engine = await openEngine(cmd, settings);
+    switch (cmd.command) {
+      case 'run':
+      case 'goal':
+      case 'restart':
+        return await runLoop(engine, cmd);
+      case 'status': {
+        const { projectId } = await engine.runtime.projectOf(cmd.repo);
+        if (cmd.name) {
+          const loop = engine.runtime.get({ projectId, name: cmd.name });
+          if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
+          out(formatLoopDetail(engine, loop, cmd.json));
+        } else {
+          out(formatLoopList(engine, projectId, cmd.json));
+        }
+        return 0;
+      }
+      case 'findings': {
+        const { projectId } = await engine.runtime.projectOf(cmd.repo);
+        const loop = engine.runtime.get({ projectId, name: cmd.name });
+        if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
+        out(formatFindings(engine, projectId, cmd.name, cmd.json));
+        return 0;
+      }
+      case 'cancel': {
+        const { projectId } = await engine.runtime.projectOf(cmd.repo);
+        await engine.runtime.cancel({ projectId, name: cmd.name });
+        const loop = engine.runtime.get({ projectId, name: cmd.name });
+        out(cmd.json ? JSON.stringify({ loop: cmd.name, status: loop?.status }) : `Loop "${cmd.name}": ${loop?.status === 'cancelled' ? 'cancelled' : 'cancel requested from its supervising process'}.`);
+        return 0;
+      }
+    }
+    return EXIT.internal;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      err(`forge: ${error.message}`);
+      return EXIT.badInput;
+    }
+    if (error instanceof LoopRuntimeError) {
+      err(`forge: ${error.message}`);
+      return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'sandbox' ? EXIT.worktreeFailure : EXIT.badInput;
+    }
+    if (error instanceof WorkspaceError || error instanceof ForgeDatabaseError) {
+      err(`forge: ${error.message}`);
+      return EXIT.badInput;
+    }
+    err(`forge: internal error: ${(error as Error).stack ?? String(error)}`);
+    return EXIT.internal;
+  } finally {
+    await engine?.close().catch((e) => err(`forge: closing: ${String(e)}`));
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error) => {
+    err(`forge: internal error: ${(error as Error).stack ?? String(error)}`);
+    process.exit(EXIT.internal);
+  },
+);

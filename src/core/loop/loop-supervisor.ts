@@ -60,6 +60,8 @@ export interface StoredLoopExtras {
   userDenyRules: PermissionRule[];
   /** pid of the opencode server process group serving the loop (killed on a forced takeover). */
   opencodePid?: number | null;
+  /** Marker in the environment of every process of that server (see server-process.ts). */
+  opencodeMarker?: string | null;
   /** Set by another process asking the supervisor to cancel. */
   cancelRequested?: boolean;
 }
@@ -115,6 +117,8 @@ export class LoopSupervisor {
   private disposers: Array<() => void | Promise<void>> = [];
   private ended = false;
   private disposed = false;
+  /** Last seen status of each finding, to report changes as they happen. */
+  private seenFindings = new Map<number, string>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
 
@@ -166,7 +170,8 @@ export class LoopSupervisor {
       return;
     }
     this.client = this.agent.client;
-    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null });
+    for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
+    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: (this.agent.server as { marker?: () => string }).marker?.() ?? null });
     const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
     const detachPermissions = attachPermissionResponder({
       client: this.client,
@@ -431,6 +436,7 @@ export class LoopSupervisor {
     }
     cur.inFlight = false;
     await this.recordUsage(cur);
+    this.reportFindingChanges();
     const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
     const state = readExtras(loop).loopState;
     let event: LoopEvent;
@@ -465,6 +471,15 @@ export class LoopSupervisor {
       return;
     }
     await this.applyTransition(transition);
+  }
+
+  private reportFindingChanges(): void {
+    for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) {
+      const mark = `${f.status}:${f.updatedAt}`;
+      if (this.seenFindings.get(f.id) === mark) continue;
+      this.seenFindings.set(f.id, mark);
+      this.deps.emit({ type: 'loop.finding', loop: this.ref, finding: f });
+    }
   }
 
   private async watchdogTick(): Promise<void> {

@@ -13,7 +13,7 @@ import type { AgentPrompts } from '../opencode/forge-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import type { PermissionRule } from '../opencode/agent-client';
-import { killProcessGroupNow } from '../opencode/server-process';
+import { killServerProcessesNow } from '../opencode/server-process';
 import type { ForgeSettings } from '../config/settings';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
@@ -340,9 +340,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     if (mine) await mine.relinquish();
     const extras = readExtras(loop);
     // A forced takeover: the previous supervisor's opencode must not keep working in the worktree.
-    if (extras.opencodePid && isProcessAlive(extras.opencodePid)) {
+    if (extras.opencodePid && extras.opencodeMarker && isProcessAlive(extras.opencodePid)) {
       deps.log.info(`restart ${ref.name}: stopping the previous opencode server (pid ${extras.opencodePid})`);
-      killProcessGroupNow(extras.opencodePid);
+      killServerProcessesNow(extras.opencodePid, extras.opencodeMarker);
     }
     try {
       await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir!, branch: loop.branch!, repoDir: loop.repoDir! });

@@ -1,0 +1,109 @@
+/**
+ * What the CLI prints: one line per event (or one JSON object per line with --json), and the
+ * status / findings tables.
+ */
+import type { ForgeEngine } from '../core/engine';
+import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
+import { terminationReasonToString } from '../core/loop/state';
+import type { LoopRow } from '../core/storage/repositories';
+
+export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
+  if (json) {
+    const { loop, ...rest } = e;
+    return JSON.stringify({ loop: loop.name, ...rest, ...(e.type === 'loop.ended' ? { reason: terminationReasonToString(e.reason) } : {}) });
+  }
+  const name = e.loop.name;
+  switch (e.type) {
+    case 'loop.started':
+      return [`[${name}] started`, ...e.notices.map((n) => `[${name}] note: ${n}`)].join('\n');
+    case 'loop.phase': {
+      const section = e.sectionIndex === null ? '' : `, section ${e.sectionIndex + 1}`;
+      return `[${name}] ${e.from ?? 'start'} → ${e.to} (${e.event}; iteration ${e.iteration}${section})`;
+    }
+    case 'loop.session':
+      return `[${name}] ${e.phase}: session ${e.sessionId}${e.model ? ` on ${e.model}` : ''}`;
+    case 'loop.finding': {
+      const f = e.finding;
+      return `[${name}] finding #${f.id} ${f.status} ${f.severity} ${f.file}${f.line ? `:${f.line}` : ''} — ${f.description}`;
+    }
+    case 'loop.commit':
+      return `[${name}] commit ${e.sha.slice(0, 10)} ${e.message}`;
+    case 'loop.notice':
+      return `[${name}] ${e.level}: ${e.message}`;
+    case 'loop.usage':
+      return null;
+    case 'loop.ended': {
+      const lines = [`[${name}] ended: ${e.status} (${terminationReasonToString(e.reason)}) after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}`];
+      if (e.branch) lines.push(`[${name}] branch: ${e.branch}`);
+      if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
+      if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
+      return lines.join('\n');
+    }
+    case 'loop.supervision_lost':
+      return `[${name}] another process took over this loop; this process stopped driving it.`;
+  }
+}
+
+function money(n: number): string {
+  return `$${n.toFixed(4)}`;
+}
+
+function loopSummary(engine: ForgeEngine, loop: LoopRow) {
+  const progress = engine.repos.sectionPlans.progress(loop.projectId, loop.name);
+  const findings = engine.repos.reviewFindings.countOpen(loop.projectId, loop.name);
+  const usage = engine.repos.sessionUsage.totalsForLoop(loop.projectId, loop.name);
+  return {
+    name: loop.name,
+    status: loop.status,
+    phase: loop.phase,
+    kind: loop.kind,
+    iteration: loop.iteration,
+    sections: progress,
+    openFindings: findings,
+    sessions: usage.sessions,
+    tokens: { input: usage.inputTokens, output: usage.outputTokens, reasoning: usage.reasoningTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens },
+    cost: usage.cost,
+    branch: loop.branch,
+    worktree: loop.worktreeDir,
+    reason: loop.terminationReason,
+    supervised: loop.status === 'running' && (loop.leaseExpiresAt ?? 0) > Date.now(),
+  };
+}
+
+export function formatLoopList(engine: ForgeEngine, projectId: string, json: boolean): string {
+  const loops = engine.repos.loops.list(projectId);
+  const rows = loops.map((l) => loopSummary(engine, l));
+  if (json) return rows.map((r) => JSON.stringify(r)).join('\n');
+  if (rows.length === 0) return 'No loops in this repository yet. Start one with: forge run PLAN.md';
+  return rows
+    .map((r) => {
+      const sec = r.sections.total > 0 ? ` section ${Math.min(r.sections.done + 1, r.sections.total)}/${r.sections.total}` : '';
+      const end = r.status === 'running' ? (r.supervised ? '' : ' (no live supervisor: restart with --force)') : ` — ${r.reason}`;
+      return `${r.name.padEnd(24)} ${r.status.padEnd(9)} ${r.phase.padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${end}`;
+    })
+    .join('\n');
+}
+
+export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boolean): string {
+  const s = loopSummary(engine, loop);
+  const transitions = engine.repos.transitions.listByLoop(loop.projectId, loop.name);
+  if (json) return JSON.stringify({ ...s, transitions: transitions.map((t) => ({ event: t.event, from: t.fromPhase, to: t.toPhase, iteration: t.iteration, section: t.sectionIndex, at: t.at })) });
+  const lines = [
+    `${s.name}: ${s.status} in ${s.phase}, iteration ${s.iteration}${s.reason ? ` (${s.reason})` : ''}`,
+    `branch ${s.branch}   worktree ${s.worktree}`,
+    `sections ${s.sections.done}/${s.sections.total} done; open findings: ${s.openFindings.bug} bug, ${s.openFindings.warning} warning`,
+    `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
+    'transitions:',
+    ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
+  ];
+  return lines.join('\n');
+}
+
+export function formatFindings(engine: ForgeEngine, projectId: string, loopName: string, json: boolean): string {
+  const findings = engine.repos.reviewFindings.listByLoop(projectId, loopName);
+  if (json) return findings.map((f) => JSON.stringify(f)).join('\n');
+  if (findings.length === 0) return `Loop "${loopName}" has no findings.`;
+  return findings
+    .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}` : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}`)
+    .join('\n');
+}
