@@ -435,10 +435,21 @@ class JournaledDatabase implements ForgeDatabase {
     }
     for (const migration of migrations) {
       if (applied.has(migration.id)) continue;
-      this.writeLocked((tx) => {
-        migration.up(tx);
-        tx.run('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)', [migration.id, migration.name, this.now()]);
-      });
+      try {
+        this.writeLocked((tx) => {
+          migration.up(tx);
+          tx.run('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)', [migration.id, migration.name, this.now()]);
+        });
+      } catch (error) {
+        if (error instanceof ForgeDatabaseError) throw error;
+        throw new ForgeDatabaseError(
+          'migration_failed',
+          this.path,
+          `Forge could not update the database ${this.path} to schema version ${migration.id} (${migration.name}): ` +
+            `${errorMessage(error)}. The database is unchanged (still at the previous version). Please report this as a Forge bug.`,
+          { cause: error },
+        );
+      }
     }
   }
 

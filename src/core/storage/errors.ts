@@ -17,6 +17,8 @@ export type ForgeDatabaseErrorCode =
   | 'locked_timeout'
   /** The database was written by a newer Forge whose schema this version does not know. */
   | 'newer_schema'
+  /** A schema migration failed; the database stays at the previous version. */
+  | 'migration_failed'
   /** A journal record could not be applied (schema disagreement between Forge versions). */
   | 'replay_failed'
   /** The disk is full. */
