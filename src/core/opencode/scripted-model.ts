@@ -131,6 +131,12 @@ export function httpError(status: number, body?: string): ScriptStep {
 export const hang: ScriptStep = { kind: 'hang' };
 export const malformed: ScriptStep = { kind: 'malformed' };
 
+/** Which Forge agent a request is for, from its system prompt (`… (forge-code) …`). */
+export function forgeAgentOf(request: Pick<ScriptedRequest, 'system'>): 'forge-code' | 'forge-auditor' | 'forge-architect' | undefined {
+  const match = /\((forge-code|forge-auditor|forge-architect)\)/.exec(request.system);
+  return match ? (match[1] as 'forge-code' | 'forge-auditor' | 'forge-architect') : undefined;
+}
+
 /** Name opencode gives an MCP tool: `<server>_<tool>` with anything outside [a-zA-Z0-9_-] replaced by `_`. */
 export function mcpToolName(server: string, tool: string): string {
   const clean = (s: string) => s.replace(/[^a-zA-Z0-9_-]/g, '_');

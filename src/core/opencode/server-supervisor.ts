@@ -14,7 +14,7 @@ import {
 } from './server-process';
 
 export type OpencodeServerEvent =
-  | { type: 'started'; generation: number; endpoint: OpencodeEndpoint; pid: number | undefined }
+  | { type: 'started'; generation: number; endpoint: OpencodeEndpoint; pid: number | undefined; marker: string | undefined }
   /** The process died without being asked to. `output` is what opencode printed last. */
   | { type: 'exited'; generation: number; exit: OpencodeExit; output: string }
   | { type: 'restarting'; attempt: number; delayMs: number }
@@ -33,6 +33,11 @@ export interface OpencodeServerHandle {
   /** Waits until a server is up (rejects after giving up, on stop, or on time-out). */
   waitForEndpoint(timeoutMs?: number): Promise<OpencodeEndpoint>;
   pid(): number | undefined;
+  /**
+   * The current process's `FORGE_OPENCODE_INSTANCE` marker. Persist it with the pid: after a
+   * crash of Forge, `killServerProcessesNow(pid, marker)` removes the orphaned server and its tools.
+   */
+  marker(): string | undefined;
   onEvent(listener: OpencodeServerListener): () => void;
   stop(): Promise<void>;
 }
@@ -87,7 +92,7 @@ export async function startSupervisedOpencode(options: SupervisedServerOptions):
     generation += 1;
     const myGeneration = generation;
     const startedAt = Date.now();
-    emit({ type: 'started', generation: myGeneration, endpoint: proc.endpoint, pid: proc.pid });
+    emit({ type: 'started', generation: myGeneration, endpoint: proc.endpoint, pid: proc.pid, marker: proc.marker });
     settleWaiters();
     void proc.exited.then((exit) => {
       if (stopped || current !== proc) return;
@@ -163,6 +168,7 @@ export async function startSupervisedOpencode(options: SupervisedServerOptions):
       });
     },
     pid: () => current?.pid,
+    marker: () => current?.marker,
     onEvent(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -195,6 +201,7 @@ export async function attachOpencodeServer(endpoint: OpencodeEndpoint, timeoutMs
     endpoint: () => (stopped ? undefined : endpoint),
     waitForEndpoint: () => (stopped ? Promise.reject(new Error('Detached from the opencode server.')) : Promise.resolve(endpoint)),
     pid: () => undefined,
+    marker: () => undefined,
     onEvent(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -177,6 +177,7 @@ describe('opencode server supervision (real opencode)', () => {
         endpoint: () => ({ ...endpoint, url: proxy.url }),
         waitForEndpoint: async () => ({ ...endpoint, url: proxy.url }),
         pid: () => h.opencode.server.pid(),
+        marker: () => h.opencode.server.marker(),
         onEvent: () => () => {},
         stop: async () => {},
       };
