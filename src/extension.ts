@@ -1,10 +1,186 @@
+// Forge's composition root: the one place where the extension's services are created and
+// wired. Activation is cheap and lazy: it registers commands, views and status-bar items,
+// but loads no engine code, opens no database and starts no process; the engine is created
+// on the first use of a feature (a command, the Loop Explorer becoming visible, the dashboard).
+import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { createApiKeyStore } from './vscode/api-keys';
+import type { ForgeExtensionApi, TreeSnapshotNode } from './vscode/api';
+import { registerApiKeyCommands } from './vscode/commands/api-key-commands';
+import { registerExecuteCommands } from './vscode/commands/execute-commands';
+import { registerFindingCommands } from './vscode/commands/finding-commands';
+import { registerLoopCommands } from './vscode/commands/loop-commands';
+import { registerSandboxCommands } from './vscode/commands/sandbox-commands';
+import { createCoreLoader } from './vscode/core-loader';
+import { Dashboard, DASHBOARD_VIEW_TYPE } from './vscode/dashboard/dashboard-panel';
+import { createEngineHost } from './vscode/engine-host';
+import { createExecutionMemory } from './vscode/execution-flow';
+import { FindingCodeActions, FindingsDiagnostics } from './vscode/findings-diagnostics';
+import type { ForgeContext } from './vscode/forge-context';
+import { createForgeLog, type ForgeLog } from './vscode/log';
+import { BASE_SCHEME, BaseContentProvider } from './vscode/loop-diff';
+import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-explorer';
+import { buildLoopDetails, type LoopTreeNode } from './vscode/loop-tree-model';
+import { createLoopsModel } from './vscode/loops-model';
+import { createNotifier } from './vscode/notifier';
+import { createWorkspaceProjects } from './vscode/projects';
+import { createSettingsAccessor } from './vscode/settings-accessor';
+import { ForgeStatusBar } from './vscode/status-bar';
+import { WorktreeFolders } from './vscode/worktree-folders';
 
-// Composition root (filled in by the VS Code surfaces work). Activation stays cheap:
-// no process is started and no database opened until a Forge feature is used.
-export function activate(context: vscode.ExtensionContext): void {
-  const log = vscode.window.createOutputChannel('Forge', { log: true });
-  context.subscriptions.push(log);
+let disposeEngine: (() => Promise<void>) | undefined;
+
+export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
+  const started = performance.now();
+  const disposable = <T extends vscode.Disposable>(d: T): T => (context.subscriptions.push(d), d);
+
+  const channel = disposable(vscode.window.createOutputChannel('Forge', { log: true }));
+  const log = createForgeLog(channel);
+  const notifier = createNotifier(log.child('ui'), () => channel.show(true));
+  const distDir = vscode.Uri.joinPath(context.extensionUri, 'dist').fsPath;
+  const loadCore = createCoreLoader(distDir);
+
+  const settings = disposable(
+    createSettingsAccessor({
+      loadResolver: async () => (await loadCore()).resolveSettings,
+      log: log.child('settings'),
+      report: (problem) => void notifier.warn(problem.message, 'Open Settings').then((choice) => {
+        if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', problem.key);
+      }),
+    }),
+  );
+  const apiKeys = createApiKeyStore(context.secrets, context.globalState);
+  const engine = createEngineHost({
+    loadCore,
+    settings,
+    log: log.child('engine-host'),
+    assetsDir: distDir,
+    containerDir: path.join(context.extensionUri.fsPath, 'container'),
+    apiKeyEnv: () => apiKeys.environment(),
+  });
+  disposeEngine = () => engine.dispose();
+  const projects = disposable(createWorkspaceProjects(log.child('projects')));
+  const onError = (what: string, error: unknown) => notifier.error(what, error);
+  const loops = disposable(createLoopsModel({ engine, projects, log: log.child('loops'), onError }));
+
+  const explorer = disposable(new LoopExplorer(loops, onError));
+  const treeView = disposable(vscode.window.createTreeView(LOOP_EXPLORER_VIEW_ID, { treeDataProvider: explorer, showCollapseAll: true }));
+  disposable(
+    loops.onDidChange(() => {
+      const running = loops.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
+      treeView.badge = running > 0 ? { value: running, tooltip: `${running} Forge loop${running === 1 ? '' : 's'} running` } : undefined;
+    }),
+  );
+
+  const diagnostics = disposable(new FindingsDiagnostics(loops, () => engine.peek(), log.child('diagnostics')));
+  disposable(vscode.languages.registerCodeActionsProvider({ scheme: 'file' }, new FindingCodeActions(diagnostics), FindingCodeActions.metadata));
+  const statusBar = disposable(new ForgeStatusBar(settings, loops, engine.onDidStart, log.child('status-bar')));
+  const worktreeFolders = disposable(new WorktreeFolders(loops, () => engine.peek() && path.join(engine.peek()!.dataDir, 'worktrees'), log.child('worktrees')));
+  const dashboard = disposable(new Dashboard({ extensionUri: context.extensionUri, model: loops, engine: () => engine.get(), log: log.child('dashboard'), onError }));
+  disposable(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, dashboard));
+  disposable(vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContentProvider(() => engine.get())));
+
+  const ctx: ForgeContext = {
+    extension: context,
+    channel,
+    log,
+    notifier,
+    settings,
+    loadCore,
+    engine,
+    projects,
+    loops,
+    diagnostics,
+    statusBar,
+    worktreeFolders,
+    dashboard,
+    apiKeys,
+    executionMemory: createExecutionMemory(context.globalState),
+  };
+  registerExecuteCommands(ctx);
+  registerLoopCommands(ctx);
+  registerSandboxCommands(ctx);
+  registerFindingCommands(ctx);
+  registerApiKeyCommands(ctx);
+  logRuntimeEvents(ctx, log.child('loop'));
+
+  const activationMs = performance.now() - started;
+  log.info(`activated in ${activationMs.toFixed(1)} ms (engine not started)`);
+  return createApi(ctx, treeView, activationMs);
 }
 
-export function deactivate(): void {}
+export async function deactivate(): Promise<void> {
+  // Loops this window drives end with `shutdown`; the engine closes its database and servers.
+  await disposeEngine?.();
+  disposeEngine = undefined;
+}
+
+function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
+  ctx.extension.subscriptions.push(
+    ctx.loops.onRuntimeEvent((event) => {
+      const name = event.loop.name;
+      switch (event.type) {
+        case 'loop.phase':
+          log.info(`${name}: ${event.from ?? 'start'} → ${event.to} (${event.event}, iteration ${event.iteration}${event.sectionIndex === null ? '' : `, section ${event.sectionIndex + 1}`})`);
+          break;
+        case 'loop.ended':
+          log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
+          if (event.status === 'completed') {
+            void ctx.notifier.info(`Forge: loop "${name}" completed.`, 'Open Dashboard', 'Show Diff').then((choice) => {
+              if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: event.loop });
+              if (choice === 'Show Diff') void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
+            });
+          } else if (event.status === 'errored' || event.status === 'stalled') {
+            void ctx.notifier.warn(`Forge: loop "${name}" ended ${event.status}: ${'message' in event.reason ? event.reason.message : event.reason.kind}.`, 'Open Dashboard').then((choice) => {
+              if (choice) void ctx.dashboard.show({ loop: event.loop });
+            });
+          }
+          break;
+        case 'loop.notice':
+          log[event.level === 'error' ? 'error' : event.level === 'warning' ? 'warn' : 'info'](`${name}: ${event.message}`);
+          break;
+        case 'loop.commit':
+          log.info(`${name}: committed ${event.sha.slice(0, 8)} ${event.message.split('\n')[0]}`);
+          break;
+        case 'loop.supervision_lost':
+          log.warn(`${name}: another window or process took over this loop; this window only displays it now`);
+          break;
+        default:
+          log.debug(`${name}: ${event.type}`);
+      }
+    }),
+  );
+}
+
+function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
+  const item = toTreeItem(node);
+  const children = node.kind === 'group' ? node.loops : node.kind === 'loop' ? buildLoopDetails(node) : [];
+  return {
+    id: node.id,
+    label: String(typeof item.label === 'object' ? item.label.label : item.label),
+    description: typeof item.description === 'string' ? item.description : undefined,
+    tooltip: typeof item.tooltip === 'string' ? item.tooltip : undefined,
+    icon: item.iconPath instanceof vscode.ThemeIcon ? item.iconPath.id : undefined,
+    contextValue: item.contextValue,
+    children: children.map(snapshotOf),
+  };
+}
+
+function createApi(ctx: ForgeContext, _treeView: vscode.TreeView<LoopTreeNode>, activationMs: number): ForgeExtensionApi {
+  return {
+    activationMs,
+    engine: () => ctx.engine.peek(),
+    startEngine: async () => {
+      const engine = await ctx.engine.get();
+      await ctx.loops.refreshNow();
+      return engine;
+    },
+    setTestEnvironment: (env) => ctx.engine.setExtraEnvironment(env),
+    treeSnapshot: () => ctx.loops.tree().map(snapshotOf),
+    onDidChangeLoops: (listener) => ctx.loops.onDidChange(listener),
+    statusBar: () => ctx.statusBar.snapshot(),
+    notifications: () => ctx.notifier.recent(),
+    dashboard: () => ({ open: ctx.dashboard.isOpen(), state: ctx.dashboard.state(), probe: () => ctx.dashboard.probe() }),
+    diagnosticFileCount: () => ctx.diagnostics.fileCount(),
+  };
+}

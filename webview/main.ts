@@ -1,2 +1,287 @@
-// Dashboard webview entry (see src/vscode/dashboard).
-export {};
+// The Forge dashboard webview (see src/vscode/dashboard/dashboard-panel.ts). Renders the
+// host's DashboardState with plain DOM (text only, never HTML from data) and a few
+// @vscode-elements components; keeps the selected loop in the webview state so the
+// panel serializer can restore it after a reload.
+import '@vscode-elements/elements/dist/vscode-badge/index.js';
+import '@vscode-elements/elements/dist/vscode-button/index.js';
+import '@vscode-elements/elements/dist/vscode-collapsible/index.js';
+import '@vscode-elements/elements/dist/vscode-divider/index.js';
+import type {
+  DashboardState,
+  DashboardViewState,
+  FindingView,
+  HostToWebview,
+  LoopAction,
+  LoopDetail,
+  LoopKey,
+  RenderProbe,
+  UsageView,
+  WebviewToHost,
+} from '../src/vscode/dashboard/protocol';
+import { renderStateDiagram } from './state-diagram';
+
+interface VsCodeApi {
+  postMessage(message: WebviewToHost): void;
+  getState(): DashboardViewState | undefined;
+  setState(state: DashboardViewState): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+const vscode = acquireVsCodeApi();
+const app = document.getElementById('app')!;
+let current: DashboardState | undefined;
+
+type Child = Node | string | null | undefined | false;
+
+function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Record<string, string | number | boolean>, ...children: Child[]): HTMLElementTagNameMap[K];
+function h(tag: string, attrs?: Record<string, string | number | boolean>, ...children: Child[]): HTMLElement;
+function h(tag: string, attrs: Record<string, string | number | boolean> = {}, ...children: Child[]): HTMLElement {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === false) continue;
+    node.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) node.append(c);
+  return node;
+}
+
+const send = (message: WebviewToHost) => vscode.postMessage(message);
+const sameKey = (a: LoopKey | null, b: LoopKey | null) => !!a && !!b && a.projectId === b.projectId && a.name === b.name;
+
+const formatCost = (cost: number) => (cost <= 0 ? '$0' : cost >= 1 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`);
+const formatTokens = (n: number) => (n < 1000 ? String(n) : n < 1_000_000 ? `${(n / 1000).toFixed(1)}k` : `${(n / 1_000_000).toFixed(2)}M`);
+const formatTime = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : '—');
+const PHASES: Record<string, string> = { coding: 'coding', auditing: 'auditing', final_auditing: 'final audit', final_audit_fix: 'final-audit fix', post_action: 'post action' };
+const live = (status: string) => status === 'running' || status === 'starting';
+
+function badge(text: string | number, variant?: 'counter' | 'activity-bar-counter'): HTMLElement {
+  return h('vscode-badge', variant ? { variant } : {}, String(text));
+}
+
+function button(label: string, onClick: () => void, secondary = false): HTMLElement {
+  const b = h('vscode-button', secondary ? { secondary: true } : {}, label);
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+function statusChip(status: string): HTMLElement {
+  return h('span', { class: `status status-${status}` }, status);
+}
+
+function renderList(state: DashboardState): HTMLElement {
+  const list = h('nav', { class: 'loop-list', 'aria-label': 'Loops' });
+  list.append(h('h2', {}, 'Loops'));
+  const ul = h('ul', {});
+  for (const loop of state.loops) {
+    const selected = sameKey(loop.key, state.selected);
+    const li = h(
+      'li',
+      { class: `loop-item${selected ? ' selected' : ''}`, tabindex: 0, 'data-loop': loop.key.name, 'aria-current': selected ? 'true' : 'false' },
+      h('div', { class: 'loop-item-title' }, loop.key.name),
+      h(
+        'div',
+        { class: 'loop-item-meta' },
+        statusChip(loop.status),
+        live(loop.status) ? h('span', {}, ` ${PHASES[loop.phase] ?? loop.phase}`) : null,
+        h('span', { class: 'muted' }, ` · iter ${loop.iteration}`),
+        loop.openBugs > 0 ? h('span', { class: 'bug-count' }, ` · ${loop.openBugs} bug${loop.openBugs === 1 ? '' : 's'}`) : null,
+        loop.cost > 0 ? h('span', { class: 'muted' }, ` · ${formatCost(loop.cost)}`) : null,
+      ),
+    );
+    const select = () => {
+      vscode.setState({ selected: loop.key });
+      send({ type: 'select', loop: loop.key });
+    };
+    li.addEventListener('click', select);
+    li.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') select();
+    });
+    ul.append(li);
+  }
+  list.append(ul);
+  return list;
+}
+
+function section(title: string, ...children: Child[]): HTMLElement {
+  return h('section', { class: 'panel' }, h('h3', {}, title), ...children);
+}
+
+function usageCells(u: UsageView): HTMLElement[] {
+  return [
+    h('td', { class: 'num' }, formatTokens(u.inputTokens)),
+    h('td', { class: 'num' }, formatTokens(u.outputTokens)),
+    h('td', { class: 'num' }, formatTokens(u.reasoningTokens)),
+    h('td', { class: 'num' }, formatTokens(u.cacheReadTokens)),
+    h('td', { class: 'num' }, String(u.messages)),
+    h('td', { class: 'num' }, formatCost(u.cost)),
+  ];
+}
+
+const USAGE_HEAD = ['input', 'output', 'reasoning', 'cache read', 'messages', 'cost'];
+
+function usageTable(firstColumn: string, rows: { label: string; usage: UsageView }[], kind: string): HTMLElement {
+  return h(
+    'table',
+    { class: `usage usage-${kind}` },
+    h('thead', {}, h('tr', {}, h('th', {}, firstColumn), ...USAGE_HEAD.map((t) => h('th', { class: 'num' }, t)))),
+    h('tbody', {}, ...rows.map((r) => h('tr', { 'data-usage-row': kind }, h('td', {}, r.label), ...usageCells(r.usage)))),
+  );
+}
+
+function findingRow(detail: LoopDetail, f: FindingView, focus: boolean): HTMLElement {
+  const location = f.pseudo ? h('span', { class: 'pseudo-path' }, f.file) : h('a', { href: '#', class: 'file-link', 'data-file': f.file, 'data-line': f.line }, `${f.file}:${f.line}`);
+  if (!f.pseudo) {
+    location.addEventListener('click', (e) => {
+      e.preventDefault();
+      send({ type: 'openFile', loop: detail.key, file: f.file, line: f.line });
+    });
+  }
+  const actions = h('td', {});
+  if (f.status === 'open') {
+    actions.append(button('Dismiss', () => send({ type: 'dismissFinding', loop: detail.key, findingId: f.id }), true));
+  }
+  return h(
+    'tr',
+    { class: `finding finding-${f.status}${focus ? ' focused' : ''}`, 'data-finding': f.id, id: `finding-${f.id}` },
+    h('td', {}, h('span', { class: `severity severity-${f.severity}` }, f.severity)),
+    h('td', {}, location),
+    h(
+      'td',
+      {},
+      h('div', {}, f.description),
+      f.scenario ? h('div', { class: 'muted scenario' }, `Scenario: ${f.scenario}`) : null,
+      f.recurrenceCount >= 3 ? h('div', { class: 'recurring' }, `recurring (${f.recurrenceCount}×)`) : null,
+    ),
+    h('td', {}, f.sectionIndex === null ? '—' : String(f.sectionIndex + 1)),
+    h('td', {}, f.status),
+    actions,
+  );
+}
+
+function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
+  const running = live(detail.status);
+  const actions = h('div', { class: 'actions' });
+  const act = (label: string, action: LoopAction, secondary = true) => actions.append(button(label, () => send({ type: 'loopAction', loop: detail.key, action }), secondary));
+  if (running) act('Cancel', 'cancel', false);
+  if (!running && detail.status !== 'completed') act('Restart', 'restart', false);
+  if (running && detail.supervision !== 'this-window') act('Force Restart', 'forceRestart');
+  if (detail.worktreeDir) act('Open Worktree', 'openWorktree');
+  if (detail.branch) act('Show Diff', 'showDiff');
+
+  const header = h(
+    'header',
+    { class: 'detail-header' },
+    h('h2', {}, detail.title),
+    h(
+      'div',
+      { class: 'facts' },
+      statusChip(detail.status),
+      running ? h('span', {}, ` ${PHASES[detail.phase] ?? detail.phase}`) : detail.terminationReason ? h('span', { class: 'muted' }, ` ${detail.terminationReason}`) : null,
+      h('span', { class: 'muted' }, ` · ${detail.kind} loop ${detail.key.name} · iteration ${detail.iteration}/${detail.maxIterations > 0 ? detail.maxIterations : '∞'}`),
+      detail.sandbox ? h('span', { class: 'muted' }, ' · sandboxed') : null,
+      h('span', { class: 'muted' }, detail.supervision === 'this-window' ? ' · driven by this window' : detail.supervision === 'elsewhere' ? ' · driven by another window or process' : ''),
+    ),
+    h('div', { class: 'muted' }, `Branch ${detail.branch ?? '—'}${detail.baseBranch ? ` from ${detail.baseBranch}` : ''} · models ${detail.model ?? 'default'}${detail.auditorModel && detail.auditorModel !== detail.model ? ` / auditor ${detail.auditorModel}` : ''} · started ${formatTime(detail.createdAt)}${detail.endedAt ? ` · ended ${formatTime(detail.endedAt)}` : ''}`),
+    actions,
+  );
+
+  const diagram = section(
+    'State machine',
+    renderStateDiagram({ edges: detail.edges, current: running ? detail.phase : null, ended: running ? null : detail.status }),
+    detail.recentTransitions.length > 0
+      ? h(
+          'vscode-collapsible',
+          { title: `Transition log (last ${detail.recentTransitions.length})` },
+          h(
+            'ol',
+            { class: 'transitions' },
+            ...detail.recentTransitions.map((t) =>
+              h('li', {}, `${formatTime(t.at)} — ${t.event}: ${t.from ?? 'start'} → ${t.to ?? t.status ?? 'end'} (iteration ${t.iteration}${t.sectionIndex === null ? '' : `, section ${t.sectionIndex + 1}`})${t.reason ? ` — ${t.reason}` : ''}`),
+            ),
+          ),
+        )
+      : null,
+  );
+
+  const plan =
+    detail.kind === 'goal'
+      ? section('Goal', h('pre', { class: 'goal' }, detail.goal ?? ''))
+      : section(
+          `Plan — ${detail.sections.filter((s) => s.status === 'done').length}/${detail.sections.length} sections done`,
+          detail.sections.length === 0
+            ? h('p', { class: 'muted' }, 'An unsectioned plan: one audit scope.')
+            : h(
+                'ol',
+                { class: 'sections' },
+                ...detail.sections.map((s) =>
+                  h('li', { class: `section section-${s.status}${s.current ? ' current' : ''}`, 'data-section': s.index }, h('span', { class: 'section-status' }, s.status.replace('_', ' ')), ' ', s.title, s.attempts > 0 ? h('span', { class: 'muted' }, ` · ${s.attempts} coding pass${s.attempts === 1 ? '' : 'es'}`) : null),
+                ),
+              ),
+        );
+
+  const open = detail.findings.filter((f) => f.status === 'open');
+  const findings = section(
+    `Findings — ${open.length} open of ${detail.findings.length}`,
+    detail.findings.length === 0
+      ? h('p', { class: 'muted' }, 'No findings.')
+      : h(
+          'table',
+          { class: 'findings' },
+          h('thead', {}, h('tr', {}, ...['severity', 'where', 'finding', 'section', 'status', ''].map((t) => h('th', {}, t)))),
+          h('tbody', {}, ...[...open, ...detail.findings.filter((f) => f.status !== 'open')].map((f) => findingRow(detail, f, f.id === state.focusFindingId))),
+        ),
+  );
+
+  const usage = section(
+    `Usage — ${formatCost(detail.usageTotal.cost)}, ${detail.usageTotal.sessions} session${detail.usageTotal.sessions === 1 ? '' : 's'}`,
+    usageTable('model', detail.usageByModel.map((u) => ({ label: u.model, usage: u })), 'model'),
+    usageTable('role', detail.usageByRole.map((u) => ({ label: u.role, usage: u })), 'role'),
+    h('vscode-collapsible', { title: `Sessions (${detail.sessions.length})` }, usageTable('session', detail.sessions.map((s) => ({ label: `${s.role} · ${s.model} · ${s.sessionId}`, usage: s })), 'session')),
+  );
+
+  const summary =
+    detail.completionSummary || detail.lastAuditSummary
+      ? section(
+          detail.status === 'completed' ? 'Completion summary' : 'Last audit summary',
+          h('pre', { class: 'summary' }, detail.completionSummary ?? detail.lastAuditSummary ?? ''),
+        )
+      : null;
+
+  return h('div', { class: 'detail' }, header, summary, diagram, plan, findings, usage);
+}
+
+function render(state: DashboardState): void {
+  current = state;
+  vscode.setState({ selected: state.selected });
+  app.replaceChildren();
+  if (state.loops.length === 0) {
+    app.append(h('div', { class: 'empty' }, h('h2', {}, 'Forge'), h('p', {}, state.emptyMessage ?? 'No loops yet.')));
+    return;
+  }
+  const layout = h('div', { class: 'layout' }, renderList(state), state.detail ? renderDetail(state, state.detail) : h('p', { class: 'muted' }, 'Select a loop.'));
+  app.append(layout);
+  if (state.focusFindingId !== null) document.getElementById(`finding-${state.focusFindingId}`)?.scrollIntoView({ block: 'center' });
+}
+
+function probe(): RenderProbe {
+  const diagram = app.querySelector('svg.state-diagram');
+  return {
+    selectedLoop: current?.selected?.name ?? null,
+    loopCount: app.querySelectorAll('li.loop-item').length,
+    diagramNodes: diagram ? Array.from(diagram.querySelectorAll('[data-node]')).map((n) => n.getAttribute('data-node') ?? '') : [],
+    diagramEdgeLabels: diagram ? Array.from(diagram.querySelectorAll('g.edge.taken')).map((g) => `${g.getAttribute('data-edge')} ${g.querySelector('text')?.textContent ?? ''}`) : [],
+    currentNode: diagram?.querySelector('.node.current')?.getAttribute('data-node') ?? null,
+    findingRows: app.querySelectorAll('tr.finding').length,
+    findingFiles: Array.from(app.querySelectorAll('a.file-link')).map((a) => a.getAttribute('data-file') ?? ''),
+    sectionRows: app.querySelectorAll('li.section').length,
+    usageRows: app.querySelectorAll('tr[data-usage-row]').length,
+  };
+}
+
+window.addEventListener('message', (event: MessageEvent<HostToWebview>) => {
+  const message = event.data;
+  if (message.type === 'state') render(message.state);
+  else if (message.type === 'probe') send({ type: 'probeResult', requestId: message.requestId, probe: probe() });
+});
+
+send({ type: 'ready' });

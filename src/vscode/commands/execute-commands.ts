@@ -1,0 +1,196 @@
+import * as vscode from 'vscode';
+import type { ProviderCatalog } from '../../core/opencode/agent-client';
+import type { ForgeEngine } from '../engine-contract';
+import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
+import type { ForgeContext } from '../forge-context';
+import { errorMessage } from '../log';
+import { resolvePlanInput, type PlanInput } from '../plan-source';
+import { refuseIfUntrusted } from '../trust';
+import { engineWithProgress, noWorkspace, refused, registerForgeCommand, type CommandResult } from './command-support';
+
+/**
+ * Non-interactive use of Execute Plan / Execute Goal (tests, other extensions, keybindings
+ * with arguments): anything given here is not asked; `interactive` (default: false when an
+ * object is given) decides whether the rest is asked or taken from the last choices and settings.
+ */
+export interface ExecuteArgs {
+  readonly planText?: string;
+  readonly planFile?: string | vscode.Uri;
+  readonly goal?: string;
+  readonly name?: string;
+  readonly mode?: ExecutionMode;
+  readonly model?: string | null;
+  readonly auditorModel?: string | null;
+  readonly maxIterations?: number;
+  readonly sandbox?: boolean;
+  readonly interactive?: boolean;
+}
+
+const CATALOG_TTL_MS = 10 * 60_000;
+const MAX_SESSION_PROMPT = 100_000;
+
+function parseArgs(arg: unknown): { explicit: { uri?: vscode.Uri; text?: string }; args: ExecuteArgs; interactive: boolean } {
+  if (arg instanceof vscode.Uri) return { explicit: { uri: arg }, args: {}, interactive: true };
+  if (arg && typeof arg === 'object') {
+    const args = arg as ExecuteArgs;
+    const uri = typeof args.planFile === 'string' ? vscode.Uri.file(args.planFile) : args.planFile;
+    return {
+      explicit: { ...(uri ? { uri } : {}), ...(args.planText !== undefined ? { text: args.planText } : {}) },
+      args,
+      interactive: args.interactive ?? false,
+    };
+  }
+  return { explicit: {}, args: {}, interactive: true };
+}
+
+export function registerExecuteCommands(ctx: ForgeContext): void {
+  const catalogs = new Map<string, { at: number; catalog: Promise<ProviderCatalog | undefined> }>();
+  const catalogFor = (engine: ForgeEngine, repoPath: string) => {
+    const cached = catalogs.get(repoPath);
+    if (cached && Date.now() - cached.at < CATALOG_TTL_MS) return cached.catalog;
+    const catalog = Promise.resolve(
+      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Forge: asking opencode for its models…' }, () => engine.providers(repoPath)),
+    ).then(
+      (c) => c,
+      (error: unknown) => {
+        catalogs.delete(repoPath);
+        ctx.log.warn(`could not list opencode's models: ${errorMessage(error)}`);
+        void ctx.notifier.warn(`Forge could not list opencode's models (${errorMessage(error)}); pick the default or type a model in the settings.`);
+        return undefined;
+      },
+    );
+    catalogs.set(repoPath, { at: Date.now(), catalog });
+    return catalog;
+  };
+
+  async function choose(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, args: ExecuteArgs, interactive: boolean): Promise<ExecutionChoices | undefined> {
+    const settings = ctx.settings.get();
+    return runExecutionFlow({
+      kind,
+      interactive,
+      given: {
+        ...(args.mode !== undefined ? { mode: args.mode } : {}),
+        ...(args.model !== undefined ? { model: args.model } : {}),
+        ...(args.auditorModel !== undefined ? { auditorModel: args.auditorModel } : {}),
+        ...(args.maxIterations !== undefined ? { maxIterations: args.maxIterations } : {}),
+        ...(args.sandbox !== undefined ? { sandbox: args.sandbox } : {}),
+      },
+      defaults: {
+        model: settings['forge.model'] || null,
+        auditorModel: settings['forge.auditorModel'] || null,
+        maxIterations: settings['forge.loop.maxIterations'],
+        sandbox: settings['forge.sandbox.enabled'],
+      },
+      memory: ctx.executionMemory,
+      catalog: () => catalogFor(engine, repoPath),
+      sandboxAvailability: () => ctx.statusBar.probe(engine),
+    });
+  }
+
+  async function startLoop(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, choices: ExecutionChoices, input: { plan?: PlanInput; goal?: string; name?: string }): Promise<CommandResult> {
+    const started = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Forge: starting the ${kind} loop…` },
+      () =>
+        engine.runtime.start({
+          kind,
+          repoPath,
+          ...(input.plan ? { planText: input.plan.text, planSource: input.plan.source } : {}),
+          ...(input.goal !== undefined ? { goal: input.goal } : {}),
+          ...(input.name ? { name: input.name } : {}),
+          maxIterations: choices.maxIterations,
+          ...(choices.model ? { model: choices.model } : {}),
+          ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
+          sandbox: choices.sandbox,
+        }),
+    );
+    await ctx.executionMemory.remember(choices);
+    const ref = { projectId: started.projectId, name: started.name };
+    ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}, max ${choices.maxIterations} iterations, sandbox ${choices.sandbox ? 'on' : 'off'})`);
+    for (const notice of started.notices) void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
+    ctx.loops.refresh();
+
+    const row = engine.runtime.get(ref);
+    if (row?.worktreeDir) {
+      try {
+        await ctx.worktreeFolders.open(started.name, row.worktreeDir, ctx.settings.get()['forge.openWorktree']);
+      } catch (error) {
+        ctx.notifier.error(`Forge could not open the worktree of ${started.name}`, error);
+      }
+    }
+    void ctx.notifier.info(`Forge: loop "${started.name}" started.`, 'Open Dashboard', 'Show Log').then((choice) => {
+      if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: ref });
+      if (choice === 'Show Log') ctx.channel.show(true);
+    });
+    return { status: 'started', loop: ref, notices: started.notices };
+  }
+
+  async function openSession(repoPath: string, plan: PlanInput, model: string | null): Promise<CommandResult> {
+    if (plan.text.length > MAX_SESSION_PROMPT) {
+      return refused(ctx, 'no-plan', `The plan from ${plan.source} is too long to hand to an opencode session as its prompt (over ${MAX_SESSION_PROMPT / 1000} kB). Run it as a loop instead.`);
+    }
+    const core = await ctx.loadCore();
+    const binary = core.resolveOpencodeBinary({ configuredPath: ctx.settings.get()['forge.opencode.binaryPath'] || undefined });
+    const terminal = vscode.window.createTerminal({
+      name: `Forge: ${plan.source}`,
+      cwd: repoPath,
+      shellPath: binary,
+      shellArgs: [repoPath, '--prompt', plan.text, ...(model ? ['--model', model] : [])],
+      env: await ctx.apiKeys.environment(),
+      iconPath: new vscode.ThemeIcon('terminal'),
+    });
+    terminal.show();
+    ctx.log.info(`opened an opencode session on ${plan.source} in ${repoPath}`);
+    return { status: 'done', detail: 'session' };
+  }
+
+  registerForgeCommand(ctx, 'forge.executePlan', 'Execute Plan', async (arg) => {
+    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a plan');
+    if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
+    const missing = noWorkspace(ctx, 'execute a plan');
+    if (missing) return missing;
+    const { explicit, args, interactive } = parseArgs(arg);
+    const plan = await resolvePlanInput(explicit, interactive);
+    if (!plan) {
+      return interactive
+        ? { status: 'cancelled' }
+        : refused(ctx, 'no-plan', 'Forge: Execute Plan needs a plan: open a markdown plan in the editor, or pass planText / planFile.');
+    }
+    if (plan.text.trim() === '') return refused(ctx, 'no-plan', `${plan.source} is empty: write the plan first.`);
+    const engine = await engineWithProgress(ctx);
+    const folder = ctx.projects.startFolder(engine, plan.uri);
+    if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
+    const choices = await choose(engine, 'plan', folder.uri.fsPath, args, interactive);
+    if (!choices) return { status: 'cancelled' };
+    if (choices.mode === 'session') {
+      await ctx.executionMemory.remember(choices);
+      return openSession(folder.uri.fsPath, plan, choices.model);
+    }
+    return startLoop(engine, 'plan', folder.uri.fsPath, choices, { plan, ...(args.name ? { name: args.name } : {}) });
+  });
+
+  registerForgeCommand(ctx, 'forge.executeGoal', 'Execute Goal', async (arg) => {
+    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a goal');
+    if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
+    const missing = noWorkspace(ctx, 'execute a goal');
+    if (missing) return missing;
+    const { args, interactive } = parseArgs(arg);
+    const goal =
+      args.goal ??
+      (interactive
+        ? await vscode.window.showInputBox({
+            title: 'Forge: Execute Goal',
+            prompt: 'What should the agents achieve? Forge codes and audits until an audit leaves no open finding.',
+            placeHolder: 'e.g. Make `npm test` pass without skipping tests',
+            ignoreFocusOut: true,
+            validateInput: (v) => (v.trim() === '' ? 'Say what the agent should achieve.' : undefined),
+          })
+        : undefined);
+    if (goal === undefined) return interactive ? { status: 'cancelled' } : refused(ctx, 'no-plan', 'Forge: Execute Goal needs a goal (pass { goal }).');
+    const engine = await engineWithProgress(ctx);
+    const folder = ctx.projects.startFolder(engine);
+    if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
+    const choices = await choose(engine, 'goal', folder.uri.fsPath, { ...args, mode: 'loop' }, interactive);
+    if (!choices) return { status: 'cancelled' };
+    return startLoop(engine, 'goal', folder.uri.fsPath, choices, { goal, ...(args.name ? { name: args.name } : {}) });
+  });
+}

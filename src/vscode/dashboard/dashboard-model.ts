@@ -1,0 +1,139 @@
+/**
+ * Builds the dashboard's state from the store. No VS Code API: the rows in, plain JSON out.
+ */
+import type { ForgeRepositories } from '../../core/storage/repositories';
+import type { LoopRow } from '../../core/storage/repositories/loops-repository';
+import { isPseudoFindingPath } from '../loop-tree-model';
+import type { DashboardState, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
+
+export interface DashboardModelInput {
+  readonly repos: ForgeRepositories;
+  readonly projectIds: readonly string[];
+  readonly selected: LoopKey | null;
+  readonly focusFindingId: number | null;
+  readonly isSupervising: (ref: LoopKey) => boolean;
+  readonly emptyMessage: string | null;
+}
+
+const RECENT_TRANSITIONS = 30;
+
+export function loopTitle(loop: Pick<LoopRow, 'name' | 'state'>): string {
+  const title = loop.state.title;
+  return typeof title === 'string' && title.trim() !== '' ? title : loop.name;
+}
+
+function listItem(loop: LoopRow, counts: Map<string, { bug: number; warning: number }>, costs: Map<string, number>): LoopListItem {
+  const c = counts.get(loop.name);
+  return {
+    key: { projectId: loop.projectId, name: loop.name },
+    title: loopTitle(loop),
+    status: loop.status as LoopStatusView,
+    phase: loop.phase,
+    iteration: loop.iteration,
+    openBugs: c?.bug ?? 0,
+    openWarnings: c?.warning ?? 0,
+    cost: costs.get(loop.name) ?? 0,
+    updatedAt: loop.updatedAt,
+  };
+}
+
+export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervising: boolean): LoopDetail {
+  const { projectId, name } = loop;
+  const large = repos.loops.getLargeFields(projectId, name);
+  const transitions = repos.transitions.listByLoop(projectId, name);
+  const total = repos.sessionUsage.totalsForLoop(projectId, name);
+  return {
+    key: { projectId, name },
+    title: loopTitle(loop),
+    kind: loop.kind,
+    status: loop.status as LoopStatusView,
+    phase: loop.phase,
+    iteration: loop.iteration,
+    maxIterations: loop.maxIterations,
+    sectionIndex: loop.sectionIndex,
+    terminationReason: loop.terminationReason,
+    branch: loop.branch,
+    baseBranch: loop.baseBranch,
+    worktreeDir: loop.worktreeDir,
+    model: loop.model,
+    auditorModel: loop.auditorModel,
+    sandbox: loop.sandbox,
+    supervision: supervising ? 'this-window' : loop.status === 'running' && loop.supervisorId ? 'elsewhere' : 'none',
+    createdAt: loop.createdAt,
+    endedAt: loop.endedAt,
+    sections: repos.sectionPlans.list(projectId, name).map((s) => ({
+      index: s.index,
+      title: s.title,
+      status: s.status,
+      attempts: s.attempts,
+      current: loop.sectionIndex === s.index && (loop.status === 'running' || loop.status === 'starting'),
+    })),
+    goal: loop.kind === 'goal' ? large.goalText : null,
+    edges: repos.transitions.countsByEdge(projectId, name).map((e) => ({ from: e.fromPhase, to: e.toPhase, count: e.count })),
+    recentTransitions: transitions.slice(-RECENT_TRANSITIONS).map((t) => ({
+      event: t.event,
+      from: t.fromPhase,
+      to: t.toPhase,
+      iteration: t.iteration,
+      sectionIndex: t.sectionIndex,
+      status: t.status,
+      reason: t.reason,
+      at: t.at,
+    })),
+    findings: repos.reviewFindings.listByLoop(projectId, name).map((f) => ({
+      id: f.id,
+      file: f.file,
+      line: f.line,
+      severity: f.severity,
+      status: f.status,
+      description: f.description,
+      scenario: f.scenario,
+      sectionIndex: f.sectionIndex,
+      recurrenceCount: f.recurrenceCount,
+      pseudo: isPseudoFindingPath(f.file),
+    })),
+    sessions: repos.sessionUsage.listByLoop(projectId, name).map((s) => ({
+      sessionId: s.sessionId,
+      role: s.role,
+      model: s.model,
+      updatedAt: s.updatedAt,
+      inputTokens: s.inputTokens,
+      outputTokens: s.outputTokens,
+      reasoningTokens: s.reasoningTokens,
+      cacheReadTokens: s.cacheReadTokens,
+      cacheWriteTokens: s.cacheWriteTokens,
+      cost: s.cost,
+      messages: s.messages,
+    })),
+    usageTotal: total,
+    usageByModel: repos.sessionUsage.totalsByModel(projectId, name),
+    usageByRole: repos.sessionUsage.totalsByRole(projectId, name),
+    completionSummary: large.completionSummary,
+    lastAuditSummary: large.lastAuditSummary,
+  };
+}
+
+export function buildDashboardState(input: DashboardModelInput): DashboardState {
+  const loops: LoopListItem[] = [];
+  const rows = new Map<string, LoopRow>();
+  for (const projectId of input.projectIds) {
+    const counts = new Map(input.repos.reviewFindings.countOpenByLoop(projectId).map((c) => [c.loopName, c]));
+    const costs = new Map(input.repos.sessionUsage.totalsByLoop(projectId).map((u) => [u.loopName, u.cost]));
+    for (const loop of input.repos.loops.list(projectId)) {
+      rows.set(`${projectId}/${loop.name}`, loop);
+      loops.push(listItem(loop, counts, costs));
+    }
+  }
+  const selectedRow =
+    (input.selected && rows.get(`${input.selected.projectId}/${input.selected.name}`)) ||
+    // Nothing (or a loop that no longer exists) selected: the first loop, running ones come first.
+    (loops[0] ? rows.get(`${loops[0].key.projectId}/${loops[0].key.name}`) : undefined);
+  const selected = selectedRow ? { projectId: selectedRow.projectId, name: selectedRow.name } : null;
+  return {
+    loops,
+    selected,
+    detail: selectedRow && selected ? buildLoopDetail(input.repos, selectedRow, input.isSupervising(selected)) : null,
+    focusFindingId: input.focusFindingId,
+    emptyMessage: loops.length === 0 ? input.emptyMessage : null,
+  };
+}

@@ -1,0 +1,235 @@
+import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { ForgeEngine } from '../engine-contract';
+import type { ForgeLog } from '../log';
+import type { LoopsModel } from '../loops-model';
+import { buildDashboardState } from './dashboard-model';
+import type { DashboardState, DashboardViewState, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
+
+export const DASHBOARD_VIEW_TYPE = 'forge.dashboard';
+
+export interface DashboardDeps {
+  readonly extensionUri: vscode.Uri;
+  readonly model: LoopsModel;
+  readonly engine: () => Promise<ForgeEngine>;
+  readonly log: ForgeLog;
+  readonly onError: (what: string, error: unknown) => void;
+}
+
+export function dashboardHtml(webview: vscode.Webview, extensionUri: vscode.Uri, nonce: string): string {
+  const script = webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webview.js'));
+  const style = webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'media', 'dashboard.css'));
+  const csp = [
+    "default-src 'none'",
+    `img-src ${webview.cspSource} data:`,
+    `style-src ${webview.cspSource}`,
+    `font-src ${webview.cspSource}`,
+    `script-src 'nonce-${nonce}'`,
+  ].join('; ');
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${style}">
+<title>Forge Dashboard</title>
+</head>
+<body>
+<main id="app" aria-live="polite"><p class="muted">Loading Forge loops…</p></main>
+<script nonce="${nonce}" src="${script}"></script>
+</body>
+</html>`;
+}
+
+/**
+ * The dashboard webview: one panel, restored after a reload by the serializer (the webview
+ * keeps the selected loop in its own state). Re-renders from the loops model's change
+ * events while visible; a hidden panel catches up when it is shown again.
+ */
+export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewState>, vscode.Disposable {
+  private panel: vscode.WebviewPanel | undefined;
+  private panelSubscriptions: vscode.Disposable[] = [];
+  private selected: LoopKey | null = null;
+  private focusFindingId: number | null = null;
+  private stale = false;
+  private lastState: DashboardState | undefined;
+  private readonly probes = new Map<number, (probe: RenderProbe) => void>();
+  private nextProbe = 1;
+  private readonly subscriptions: vscode.Disposable[] = [];
+  private readonly ready = new vscode.EventEmitter<void>();
+
+  constructor(private readonly deps: DashboardDeps) {
+    this.subscriptions.push(deps.model.onDidChange(() => this.update()));
+  }
+
+  async show(selection: { loop?: LoopKey; findingId?: number } = {}): Promise<void> {
+    if (selection.loop) this.selected = selection.loop;
+    this.focusFindingId = selection.findingId ?? null;
+    await this.deps.model.start();
+    if (this.panel) {
+      this.panel.reveal(undefined, false);
+    } else {
+      const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, 'Forge Dashboard', vscode.ViewColumn.Active, this.webviewOptions());
+      this.adopt(panel);
+    }
+    await this.update(true);
+  }
+
+  /** WebviewPanelSerializer: a dashboard that was open before the window reloaded. */
+  async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: DashboardViewState | undefined): Promise<void> {
+    this.selected = state?.selected ?? null;
+    panel.webview.options = this.webviewOptions();
+    this.adopt(panel);
+    try {
+      await this.deps.model.start();
+      await this.update(true);
+    } catch (error) {
+      this.deps.onError('Forge could not restore its dashboard', error);
+    }
+  }
+
+  isOpen(): boolean {
+    return this.panel !== undefined;
+  }
+
+  state(): DashboardState | undefined {
+    return this.lastState;
+  }
+
+  /** Asks the webview what it rendered (for tests): resolves with the webview's own account. */
+  async probe(timeoutMs = 15_000): Promise<RenderProbe> {
+    if (!this.panel) throw new Error('The dashboard is not open.');
+    const requestId = this.nextProbe++;
+    const result = new Promise<RenderProbe>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.probes.delete(requestId);
+        reject(new Error('The dashboard webview did not answer the probe.'));
+      }, timeoutMs);
+      this.probes.set(requestId, (probe) => {
+        clearTimeout(timer);
+        resolve(probe);
+      });
+    });
+    await this.post({ type: 'probe', requestId });
+    return result;
+  }
+
+  private webviewOptions(): vscode.WebviewPanelOptions & vscode.WebviewOptions {
+    return {
+      enableScripts: true,
+      enableFindWidget: true,
+      localResourceRoots: [vscode.Uri.joinPath(this.deps.extensionUri, 'dist'), vscode.Uri.joinPath(this.deps.extensionUri, 'media')],
+    };
+  }
+
+  private adopt(panel: vscode.WebviewPanel): void {
+    this.panel = panel;
+    panel.iconPath = vscode.Uri.joinPath(this.deps.extensionUri, 'media', 'forge.svg');
+    const nonce = randomBytes(16).toString('base64');
+    panel.webview.html = dashboardHtml(panel.webview, this.deps.extensionUri, nonce);
+    this.panelSubscriptions = [
+      panel.webview.onDidReceiveMessage((message: WebviewToHost) => void this.onMessage(message)),
+      panel.onDidChangeViewState(() => {
+        if (panel.visible && this.stale) void this.update();
+      }),
+      panel.onDidDispose(() => {
+        for (const s of this.panelSubscriptions) s.dispose();
+        this.panelSubscriptions = [];
+        this.panel = undefined;
+      }),
+    ];
+  }
+
+  private async update(force = false): Promise<void> {
+    const panel = this.panel;
+    if (!panel) return;
+    if (!panel.visible && !force) {
+      this.stale = true;
+      return;
+    }
+    this.stale = false;
+    try {
+      const engine = await this.deps.engine();
+      const projects = this.deps.model.projects();
+      const state = buildDashboardState({
+        repos: engine.repos,
+        projectIds: projects.map((p) => p.projectId),
+        selected: this.selected,
+        focusFindingId: this.focusFindingId,
+        isSupervising: (ref) => engine.runtime.isSupervising(ref),
+        emptyMessage: !vscode.workspace.workspaceFolders?.length
+          ? 'Open a folder with a git repository to run Forge loops.'
+          : projects.length === 0
+            ? 'None of the workspace folders is a git repository with a commit: Forge runs loops in git worktrees.'
+            : 'No loops yet. Run "Forge: Execute Plan" on a markdown plan.',
+      });
+      this.selected = state.selected;
+      this.lastState = state;
+      await this.post({ type: 'state', state });
+    } catch (error) {
+      this.deps.onError('Forge could not update its dashboard', error);
+    }
+  }
+
+  private async post(message: HostToWebview): Promise<void> {
+    await this.panel?.webview.postMessage(message);
+  }
+
+  private async onMessage(message: WebviewToHost): Promise<void> {
+    try {
+      switch (message.type) {
+        case 'ready':
+          this.ready.fire();
+          await this.update(true);
+          return;
+        case 'select':
+          this.selected = message.loop;
+          this.focusFindingId = null;
+          await this.update(true);
+          return;
+        case 'openFile':
+          await this.openFile(message.loop, message.file, message.line);
+          return;
+        case 'loopAction': {
+          const command = {
+            cancel: 'forge.cancelLoop',
+            restart: 'forge.restartLoop',
+            forceRestart: 'forge.forceRestartLoop',
+            openWorktree: 'forge.openWorktree',
+            showDiff: 'forge.showLoopDiff',
+          }[message.action];
+          await vscode.commands.executeCommand(command, message.loop);
+          return;
+        }
+        case 'dismissFinding':
+          await vscode.commands.executeCommand('forge.dismissFinding', { projectId: message.loop.projectId, loopName: message.loop.name, findingId: message.findingId });
+          return;
+        case 'probeResult':
+          this.probes.get(message.requestId)?.(message.probe);
+          this.probes.delete(message.requestId);
+          return;
+      }
+    } catch (error) {
+      this.deps.onError('The dashboard action failed', error);
+    }
+  }
+
+  private async openFile(loop: LoopKey, file: string, line: number): Promise<void> {
+    const engine = await this.deps.engine();
+    const row = engine.repos.loops.get(loop.projectId, loop.name);
+    if (!row?.worktreeDir) throw new Error(`Loop "${loop.name}" has no worktree to open ${file} in.`);
+    const target = path.join(row.worktreeDir, file);
+    if (!target.startsWith(row.worktreeDir)) throw new Error(`${file} is outside the loop's worktree.`);
+    const position = new vscode.Position(Math.max(0, line - 1), 0);
+    await vscode.window.showTextDocument(vscode.Uri.file(target), { selection: new vscode.Range(position, position), viewColumn: vscode.ViewColumn.Beside });
+  }
+
+  dispose(): void {
+    for (const s of this.subscriptions) s.dispose();
+    for (const s of this.panelSubscriptions) s.dispose();
+    this.ready.dispose();
+    this.panel?.dispose();
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * The dashboard's message protocol, shared by the extension host (dashboard-panel.ts) and
+ * the webview (webview/main.ts). Plain JSON data only.
+ */
+
+export interface LoopKey {
+  readonly projectId: string;
+  readonly name: string;
+}
+
+export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled';
+
+export interface LoopListItem {
+  readonly key: LoopKey;
+  readonly title: string;
+  readonly status: LoopStatusView;
+  readonly phase: string;
+  readonly iteration: number;
+  readonly openBugs: number;
+  readonly openWarnings: number;
+  readonly cost: number;
+  readonly updatedAt: number;
+}
+
+export interface SectionView {
+  readonly index: number;
+  readonly title: string;
+  readonly status: 'pending' | 'in_progress' | 'done';
+  readonly attempts: number;
+  readonly current: boolean;
+}
+
+/** One edge of the state machine; `from` null = the start, `to` null = the end (with status). */
+export interface DiagramEdge {
+  readonly from: string | null;
+  readonly to: string | null;
+  readonly count: number;
+}
+
+export interface FindingView {
+  readonly id: number;
+  readonly file: string;
+  readonly line: number;
+  readonly severity: 'bug' | 'warning';
+  readonly status: 'open' | 'resolved' | 'dismissed';
+  readonly description: string;
+  readonly scenario: string | null;
+  readonly sectionIndex: number | null;
+  readonly recurrenceCount: number;
+  /** GOAL / PLAN: not a file, no link. */
+  readonly pseudo: boolean;
+}
+
+export interface UsageView {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly reasoningTokens: number;
+  readonly cacheReadTokens: number;
+  readonly cacheWriteTokens: number;
+  readonly cost: number;
+  readonly messages: number;
+}
+
+export interface SessionView extends UsageView {
+  readonly sessionId: string;
+  readonly role: string;
+  readonly model: string;
+  readonly updatedAt: number;
+}
+
+export interface TransitionView {
+  readonly event: string;
+  readonly from: string | null;
+  readonly to: string | null;
+  readonly iteration: number;
+  readonly sectionIndex: number | null;
+  readonly status: string | null;
+  readonly reason: string | null;
+  readonly at: number;
+}
+
+export interface LoopDetail {
+  readonly key: LoopKey;
+  readonly title: string;
+  readonly kind: 'plan' | 'goal';
+  readonly status: LoopStatusView;
+  readonly phase: string;
+  readonly iteration: number;
+  readonly maxIterations: number;
+  readonly sectionIndex: number | null;
+  readonly terminationReason: string | null;
+  readonly branch: string | null;
+  readonly baseBranch: string | null;
+  readonly worktreeDir: string | null;
+  readonly model: string | null;
+  readonly auditorModel: string | null;
+  readonly sandbox: boolean;
+  readonly supervision: 'this-window' | 'elsewhere' | 'none';
+  readonly createdAt: number;
+  readonly endedAt: number | null;
+  readonly sections: readonly SectionView[];
+  /** Goal text of a goal loop. */
+  readonly goal: string | null;
+  readonly edges: readonly DiagramEdge[];
+  readonly recentTransitions: readonly TransitionView[];
+  readonly findings: readonly FindingView[];
+  readonly sessions: readonly SessionView[];
+  readonly usageTotal: UsageView & { readonly sessions: number };
+  readonly usageByModel: readonly (UsageView & { readonly model: string })[];
+  readonly usageByRole: readonly (UsageView & { readonly role: string })[];
+  readonly completionSummary: string | null;
+  readonly lastAuditSummary: string | null;
+}
+
+export interface DashboardState {
+  readonly loops: readonly LoopListItem[];
+  readonly selected: LoopKey | null;
+  readonly detail: LoopDetail | null;
+  /** A finding to scroll to and highlight ("Show in Dashboard"). */
+  readonly focusFindingId: number | null;
+  /** Shown instead of the list when there is nothing to show (no workspace, no repository). */
+  readonly emptyMessage: string | null;
+}
+
+/** What the webview keeps across reloads (vscode.setState) and the serializer restores. */
+export interface DashboardViewState {
+  readonly selected: LoopKey | null;
+}
+
+export type HostToWebview =
+  | { readonly type: 'state'; readonly state: DashboardState }
+  /** Test probe: the webview answers with what it rendered. */
+  | { readonly type: 'probe'; readonly requestId: number };
+
+export interface RenderProbe {
+  readonly selectedLoop: string | null;
+  readonly loopCount: number;
+  readonly diagramNodes: readonly string[];
+  readonly diagramEdgeLabels: readonly string[];
+  readonly currentNode: string | null;
+  readonly findingRows: number;
+  readonly findingFiles: readonly string[];
+  readonly sectionRows: number;
+  readonly usageRows: number;
+}
+
+export type LoopAction = 'cancel' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
+
+export type WebviewToHost =
+  | { readonly type: 'ready' }
+  | { readonly type: 'select'; readonly loop: LoopKey }
+  | { readonly type: 'openFile'; readonly loop: LoopKey; readonly file: string; readonly line: number }
+  | { readonly type: 'loopAction'; readonly loop: LoopKey; readonly action: LoopAction }
+  | { readonly type: 'dismissFinding'; readonly loop: LoopKey; readonly findingId: number }
+  | { readonly type: 'probeResult'; readonly requestId: number; readonly probe: RenderProbe };
+
+/** The phases in the order the diagram lays them out. */
+export const DIAGRAM_PHASES = ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'] as const;

@@ -1,0 +1,104 @@
+import * as vscode from 'vscode';
+import type { ForgeEngine } from './engine-contract';
+import type { CoreModule } from './core-loader';
+import type { ForgeLog } from './log';
+import type { SettingsAccessor } from './settings-accessor';
+
+/**
+ * Owns the one engine of this window, created on the first use of a Forge feature (a
+ * command, the Loop Explorer becoming visible, the dashboard) and closed with the extension.
+ * Activation never creates it: no database is opened and no process started until then.
+ */
+export interface EngineHost {
+  /** The engine, created on first call. */
+  get(): Promise<ForgeEngine>;
+  /** The engine if it exists already (views use this to avoid creating it). */
+  peek(): ForgeEngine | undefined;
+  readonly onDidStart: vscode.Event<ForgeEngine>;
+  /**
+   * Extra environment for the engine (tests: isolated HOME/XDG for opencode and
+   * FORGE_DATA_DIR). Closes a running engine so that the next use picks it up.
+   */
+  setExtraEnvironment(env: Record<string, string>): Promise<void>;
+  /** Sets (or, with undefined, removes) a variable of opencode's environment for processes started from now on. */
+  setOpencodeVariable(name: string, value: string | undefined): void;
+  dispose(): Promise<void>;
+}
+
+export interface EngineHostDeps {
+  loadCore: () => Promise<CoreModule>;
+  settings: SettingsAccessor;
+  log: ForgeLog;
+  /** Folder with sql-wasm.wasm and agents/*.md: the extension's dist/. */
+  assetsDir: string;
+  /** Folder with the sandbox Dockerfile. */
+  containerDir: string;
+  /** Environment variables holding the user's provider API keys (from SecretStorage). */
+  apiKeyEnv: () => Promise<Record<string, string>>;
+}
+
+export function createEngineHost(deps: EngineHostDeps): EngineHost {
+  const started = new vscode.EventEmitter<ForgeEngine>();
+  let engine: ForgeEngine | undefined;
+  let creating: Promise<ForgeEngine> | undefined;
+  let extraEnv: Record<string, string> = {};
+  // One object for the engine's lifetime: the engine copies it for each opencode process it
+  // starts, so a key set later reaches the next process without restarting the engine.
+  const opencodeEnv: NodeJS.ProcessEnv = {};
+  const log = deps.log;
+
+  async function create(): Promise<ForgeEngine> {
+    const core = await deps.loadCore();
+    const settings = await deps.settings.load();
+    const hostEnv = { ...process.env, ...extraEnv };
+    const dataDir = settings['forge.dataDir'].trim() || core.resolveDataDir(hostEnv);
+    for (const key of Object.keys(opencodeEnv)) delete opencodeEnv[key];
+    Object.assign(opencodeEnv, process.env, await deps.apiKeyEnv());
+    log.info(`starting the engine (data folder ${dataDir})`);
+    const created = await core.createForgeEngine({
+      dataDir,
+      settings: () => deps.settings.get(),
+      log: deps.log.child('engine'),
+      assetsDir: deps.assetsDir,
+      containerDir: deps.containerDir,
+      env: opencodeEnv,
+      // No model configured anywhere: Forge's embedded scripted model, so a loop still runs (and says so).
+      embeddedModel: core.startEmbeddedModel,
+      userHasDefaultModel: () => core.userHasDefaultModel(hostEnv),
+      ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
+    });
+    engine = created;
+    started.fire(created);
+    return created;
+  }
+
+  return {
+    get() {
+      if (engine) return Promise.resolve(engine);
+      creating ??= create().finally(() => {
+        creating = undefined;
+      });
+      return creating;
+    },
+    peek: () => engine,
+    onDidStart: started.event,
+    async setExtraEnvironment(env) {
+      extraEnv = { ...env };
+      const current = engine ?? (await creating?.catch(() => undefined));
+      if (current) {
+        engine = undefined;
+        await current.close();
+      }
+    },
+    setOpencodeVariable(name, value) {
+      if (value === undefined) delete opencodeEnv[name];
+      else opencodeEnv[name] = value;
+    },
+    async dispose() {
+      started.dispose();
+      const current = engine ?? (await creating?.catch(() => undefined));
+      engine = undefined;
+      if (current) await current.close();
+    },
+  };
+}

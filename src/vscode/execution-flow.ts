@@ -1,0 +1,178 @@
+import * as vscode from 'vscode';
+import type { ProviderCatalog } from '../core/opencode/agent-client';
+
+export type ExecutionMode = 'loop' | 'session';
+
+export interface ExecutionChoices {
+  readonly mode: ExecutionMode;
+  /** "provider/model", or null for the configured default. */
+  readonly model: string | null;
+  /** "provider/model", or null for "same as the coding model / configured default". */
+  readonly auditorModel: string | null;
+  readonly maxIterations: number;
+  readonly sandbox: boolean;
+}
+
+export interface ExecutionDefaults {
+  readonly model: string | null;
+  readonly auditorModel: string | null;
+  readonly maxIterations: number;
+  readonly sandbox: boolean;
+}
+
+/** Last choices and recently used models, kept in the extension's global state. */
+export interface ExecutionMemory {
+  last(): Partial<ExecutionChoices>;
+  recentModels(): string[];
+  remember(choices: ExecutionChoices): Promise<void>;
+}
+
+const LAST_KEY = 'forge.execution.last';
+const RECENT_KEY = 'forge.execution.recentModels';
+const MAX_RECENT = 8;
+
+export function createExecutionMemory(state: vscode.Memento): ExecutionMemory {
+  return {
+    last: () => state.get<Partial<ExecutionChoices>>(LAST_KEY) ?? {},
+    recentModels: () => state.get<string[]>(RECENT_KEY) ?? [],
+    async remember(choices) {
+      const recent = [choices.model, choices.auditorModel, ...(state.get<string[]>(RECENT_KEY) ?? [])].filter(
+        (m, i, all): m is string => typeof m === 'string' && m !== '' && all.indexOf(m) === i,
+      );
+      await state.update(LAST_KEY, choices);
+      await state.update(RECENT_KEY, recent.slice(0, MAX_RECENT));
+    },
+  };
+}
+
+export interface ModelPickItem extends vscode.QuickPickItem {
+  readonly model: string | null;
+}
+
+/** Quick-pick items for a model choice: the default first, recently used models next, then every provider's models. */
+export function modelPickItems(catalog: ProviderCatalog | undefined, recent: readonly string[], defaultLabel: string): ModelPickItem[] {
+  const items: ModelPickItem[] = [{ model: null, label: `$(settings-gear) ${defaultLabel}` }];
+  const known = new Map<string, { name: string; provider: string }>();
+  for (const provider of catalog?.providers ?? []) {
+    for (const m of provider.models) known.set(`${provider.id}/${m.modelId}`, { name: m.name, provider: provider.name });
+  }
+  const recentKnown = recent.filter((m) => known.size === 0 || known.has(m));
+  if (recentKnown.length > 0) {
+    items.push({ model: null, label: 'Recently used', kind: vscode.QuickPickItemKind.Separator });
+    for (const m of recentKnown) items.push({ model: m, label: `$(history) ${m}`, description: known.get(m)?.name });
+  }
+  for (const provider of catalog?.providers ?? []) {
+    const models = provider.models.filter((m) => !recentKnown.includes(`${provider.id}/${m.modelId}`));
+    if (models.length === 0) continue;
+    items.push({ model: null, label: provider.name || provider.id, kind: vscode.QuickPickItemKind.Separator });
+    for (const m of models) {
+      const ref = `${provider.id}/${m.modelId}`;
+      const isDefault = catalog?.defaults[provider.id] === m.modelId;
+      items.push({ model: ref, label: ref, description: `${m.name}${isDefault ? ' · provider default' : ''}` });
+    }
+  }
+  return items;
+}
+
+export interface ExecutionFlowDeps {
+  readonly kind: 'plan' | 'goal';
+  readonly given: Partial<ExecutionChoices>;
+  readonly interactive: boolean;
+  readonly defaults: ExecutionDefaults;
+  readonly memory: ExecutionMemory;
+  /** opencode's providers; starting opencode to ask costs seconds, so only called when a model is to be picked. */
+  readonly catalog: () => Promise<ProviderCatalog | undefined>;
+  readonly sandboxAvailability: () => Promise<{ available: boolean; reason: string | null }>;
+}
+
+/**
+ * The Execute Plan / Execute Goal quick-pick flow: mode, model, auditor model, maximum
+ * iterations, sandbox. What the caller gave is not asked again; without interaction the
+ * last choices and the settings fill the rest. Returns undefined when the user cancelled.
+ */
+export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<ExecutionChoices | undefined> {
+  const last = deps.memory.last();
+  const title = deps.kind === 'plan' ? 'Forge: Execute Plan' : 'Forge: Execute Goal';
+  const fallback: ExecutionChoices = {
+    mode: last.mode ?? 'loop',
+    model: last.model !== undefined ? last.model : deps.defaults.model,
+    auditorModel: last.auditorModel !== undefined ? last.auditorModel : deps.defaults.auditorModel,
+    maxIterations: deps.defaults.maxIterations,
+    sandbox: deps.defaults.sandbox,
+  };
+  if (!deps.interactive) {
+    return { ...fallback, ...Object.fromEntries(Object.entries(deps.given).filter(([, v]) => v !== undefined)) } as ExecutionChoices;
+  }
+  const steps = deps.kind === 'plan' ? 5 : 4;
+  let step = 0;
+  const stepTitle = () => `${title} (${++step}/${steps})`;
+
+  let mode: ExecutionMode = 'loop';
+  if (deps.kind === 'plan') {
+    if (deps.given.mode) {
+      mode = deps.given.mode;
+      step++;
+    } else {
+      type ModeItem = vscode.QuickPickItem & { mode: ExecutionMode };
+      const items: ModeItem[] = [
+        { mode: 'loop', label: '$(sync) Loop', description: 'audited', detail: 'Coding and audit sessions in a git worktree until a clean final audit; findings show as problems.' },
+        { mode: 'session', label: '$(terminal) New session', description: 'one opencode session', detail: 'Opens opencode on the plan in a terminal, in your own working tree, without audits.' },
+      ];
+      if (fallback.mode === 'session') items.reverse();
+      const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'How should Forge execute the plan?', ignoreFocusOut: true });
+      if (!picked) return undefined;
+      mode = picked.mode;
+    }
+  }
+
+  let model = deps.given.model;
+  let catalog: ProviderCatalog | undefined;
+  if (model === undefined) {
+    catalog = await deps.catalog();
+    const items = modelPickItems(catalog, deps.memory.recentModels(), deps.defaults.model ? `Default (${deps.defaults.model})` : 'Default model (from your settings or opencode configuration)');
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Model for coding sessions', matchOnDescription: true, ignoreFocusOut: true });
+    if (!picked) return undefined;
+    model = picked.model;
+  } else step++;
+
+  if (mode === 'session') {
+    return { mode, model, auditorModel: null, maxIterations: fallback.maxIterations, sandbox: false };
+  }
+
+  let auditorModel = deps.given.auditorModel;
+  if (auditorModel === undefined) {
+    catalog ??= await deps.catalog();
+    const items = modelPickItems(catalog, deps.memory.recentModels(), 'Same as the coding model');
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Model for audit sessions', matchOnDescription: true, ignoreFocusOut: true });
+    if (!picked) return undefined;
+    auditorModel = picked.model;
+  } else step++;
+
+  let maxIterations = deps.given.maxIterations;
+  if (maxIterations === undefined) {
+    const value = await vscode.window.showInputBox({
+      title: stepTitle(),
+      prompt: 'Maximum iterations (coding passes) before the loop stops; 0 = unlimited',
+      value: String(fallback.maxIterations),
+      ignoreFocusOut: true,
+      validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) <= 1000 ? undefined : 'A whole number from 0 to 1000'),
+    });
+    if (value === undefined) return undefined;
+    maxIterations = Number(value.trim());
+  } else step++;
+
+  let sandbox = deps.given.sandbox;
+  if (sandbox === undefined) {
+    const availability = await deps.sandboxAvailability();
+    type SandboxItem = vscode.QuickPickItem & { sandbox: boolean };
+    const on: SandboxItem = availability.available
+      ? { sandbox: true, label: '$(vm) Sandboxed', detail: 'Agent shell commands run in a container or bubblewrap sandbox; only the worktree is writable.' }
+      : { sandbox: true, label: '$(vm-outline) Sandboxed (unavailable)', detail: availability.reason ?? 'No sandbox driver is available.' };
+    const off: SandboxItem = { sandbox: false, label: '$(circle-slash) Not sandboxed', detail: 'Agent shell commands run on this machine, in the worktree.' };
+    const items = fallback.sandbox && availability.available ? [on, off] : [off, on];
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Sandbox the agents?', ignoreFocusOut: true });
+    if (!picked) return undefined;
+    sandbox = picked.sandbox;
+  }
+  return { mode, model, auditorModel, maxIterations, sandbox };
+}

@@ -1,0 +1,80 @@
+/**
+ * Open findings as diagnostics, as plain data: a pure function so it can be tested and
+ * benchmarked without VS Code. `findings-diagnostics.ts` publishes the result.
+ */
+import * as path from 'node:path';
+import type { ReviewFindingRow } from '../core/storage/repositories/review-findings-repository';
+import { isPseudoFindingPath } from './loop-tree-model';
+
+export type DiagnosticFinding = Pick<
+  ReviewFindingRow,
+  'id' | 'projectId' | 'loopName' | 'file' | 'line' | 'severity' | 'description' | 'scenario' | 'status' | 'recurrenceCount' | 'sectionIndex'
+>;
+
+export interface DiagnosticSpec {
+  readonly findingId: number;
+  readonly projectId: string;
+  readonly loopName: string;
+  /** 0-based line (a finding's line is 1-based; 0 means the whole file and maps to the first line). */
+  readonly line: number;
+  readonly severity: 'error' | 'warning';
+  readonly message: string;
+  /** Shown as related information. */
+  readonly scenario: string | null;
+  /** `finding <id>`: lets a code action find the finding back. */
+  readonly code: string;
+}
+
+export interface LoopDiagnostics {
+  /** Absolute file path -> diagnostics on it. */
+  readonly byFile: Map<string, DiagnosticSpec[]>;
+  /** Findings that are not about a file in the worktree (GOAL, PLAN). */
+  readonly pseudo: DiagnosticFinding[];
+}
+
+export const FINDING_CODE_PREFIX = 'finding ';
+
+export function findingIdFromCode(code: string | number | { value: string | number } | undefined): number | undefined {
+  const value = typeof code === 'object' && code !== null ? code.value : code;
+  if (typeof value !== 'string' || !value.startsWith(FINDING_CODE_PREFIX)) return undefined;
+  const id = Number(value.slice(FINDING_CODE_PREFIX.length));
+  return Number.isInteger(id) && id > 0 ? id : undefined;
+}
+
+export function diagnosticMessage(f: Pick<DiagnosticFinding, 'description' | 'loopName' | 'recurrenceCount' | 'sectionIndex'>): string {
+  const where = f.sectionIndex === null ? '' : `, section ${f.sectionIndex + 1}`;
+  const recurring = f.recurrenceCount >= 3 ? ` — recurring (${f.recurrenceCount}×)` : '';
+  return `${f.description} [loop ${f.loopName}${where}]${recurring}`;
+}
+
+/** Diagnostics of one loop's open findings, on files under its worktree. */
+export function buildLoopDiagnostics(worktreeDir: string, findings: readonly DiagnosticFinding[]): LoopDiagnostics {
+  const byFile = new Map<string, DiagnosticSpec[]>();
+  const pseudo: DiagnosticFinding[] = [];
+  for (const f of findings) {
+    if (f.status !== 'open') continue;
+    if (isPseudoFindingPath(f.file)) {
+      pseudo.push(f);
+      continue;
+    }
+    const file = path.join(worktreeDir, f.file);
+    // The tool backend refuses paths outside the worktree; a row that still points outside is not shown as if it were inside.
+    if (!file.startsWith(worktreeDir)) continue;
+    let list = byFile.get(file);
+    if (!list) {
+      list = [];
+      byFile.set(file, list);
+    }
+    list.push({
+      findingId: f.id,
+      projectId: f.projectId,
+      loopName: f.loopName,
+      line: Math.max(0, f.line - 1),
+      severity: f.severity === 'bug' ? 'error' : 'warning',
+      message: diagnosticMessage(f),
+      scenario: f.scenario && f.scenario.trim() !== '' ? f.scenario : null,
+      code: `${FINDING_CODE_PREFIX}${f.id}`,
+    });
+  }
+  return { byFile, pseudo };
+}

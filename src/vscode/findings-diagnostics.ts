@@ -1,0 +1,149 @@
+import * as vscode from 'vscode';
+import type { ForgeEngine } from './engine-contract';
+import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticSpec, type LoopDiagnostics } from './findings-diagnostics-model';
+import type { ForgeLog } from './log';
+import { loopKey, type LoopsModel } from './loops-model';
+
+export const DIAGNOSTIC_SOURCE = 'Forge';
+
+export interface FindingRef {
+  readonly projectId: string;
+  readonly loopName: string;
+  readonly findingId: number;
+}
+
+function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
+  const range = new vscode.Range(spec.line, 0, spec.line, Number.MAX_SAFE_INTEGER);
+  const diagnostic = new vscode.Diagnostic(
+    range,
+    spec.message,
+    spec.severity === 'error' ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning,
+  );
+  diagnostic.source = DIAGNOSTIC_SOURCE;
+  diagnostic.code = spec.code;
+  if (spec.scenario) {
+    diagnostic.relatedInformation = [new vscode.DiagnosticRelatedInformation(new vscode.Location(uri, range), `Scenario: ${spec.scenario}`)];
+  }
+  return diagnostic;
+}
+
+/**
+ * Open findings of every loop as diagnostics on `<worktreeDir>/<file>` (bug → Error,
+ * warning → Warning). Each loop's diagnostics are its own scope: re-published as a whole
+ * when its findings change, and removed when none is left open or the loop goes away.
+ */
+export class FindingsDiagnostics implements vscode.Disposable {
+  private readonly collection: vscode.DiagnosticCollection;
+  /** loop key -> file URIs (as strings) it published diagnostics on. */
+  private readonly published = new Map<string, Map<string, vscode.Uri>>();
+  /** file URI (string) -> finding id -> where it belongs. */
+  private readonly findings = new Map<string, Map<number, FindingRef>>();
+  private readonly subscriptions: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly model: LoopsModel,
+    private readonly engine: () => ForgeEngine | undefined,
+    private readonly log: ForgeLog,
+    collectionName = 'forge',
+  ) {
+    this.collection = vscode.languages.createDiagnosticCollection(collectionName);
+    this.subscriptions.push(model.onDidChange(() => this.sync()));
+  }
+
+  /** Re-publishes every loop that has open findings, and clears the ones that had some. */
+  sync(): void {
+    const engine = this.engine();
+    if (!engine) return;
+    const seen = new Set<string>();
+    for (const summary of this.model.summaries()) {
+      const { loop } = summary;
+      const key = loopKey(loop);
+      const open = summary.openFindings.bug + summary.openFindings.warning;
+      if (!loop.worktreeDir || open === 0) continue;
+      seen.add(key);
+      const rows = engine.repos.reviewFindings.listOpen(loop.projectId, loop.name);
+      this.publishLoop(key, buildLoopDiagnostics(loop.worktreeDir, rows));
+    }
+    for (const key of [...this.published.keys()]) if (!seen.has(key)) this.clearLoop(key);
+  }
+
+  /** Replaces the diagnostics of one loop (its scope) with `diagnostics`. */
+  publishLoop(key: string, diagnostics: LoopDiagnostics): void {
+    const previous = this.published.get(key);
+    const next = new Map<string, vscode.Uri>();
+    const entries: [vscode.Uri, vscode.Diagnostic[]][] = [];
+    for (const [file, specs] of diagnostics.byFile) {
+      const uri = vscode.Uri.file(file);
+      const id = uri.toString();
+      next.set(id, uri);
+      const refs = new Map<number, FindingRef>();
+      entries.push([uri, specs.map((spec) => (refs.set(spec.findingId, spec), toDiagnostic(uri, spec)))]);
+      this.findings.set(id, refs);
+    }
+    if (previous) {
+      for (const [id, uri] of previous) {
+        if (next.has(id)) continue;
+        this.collection.delete(uri);
+        this.findings.delete(id);
+      }
+    }
+    this.collection.set(entries);
+    if (next.size > 0) this.published.set(key, next);
+    else this.published.delete(key);
+  }
+
+  clearLoop(key: string): void {
+    const previous = this.published.get(key);
+    if (!previous) return;
+    for (const [id, uri] of previous) {
+      this.collection.delete(uri);
+      this.findings.delete(id);
+    }
+    this.published.delete(key);
+    this.log.debug(`diagnostics of loop ${key} cleared`);
+  }
+
+  /** Which finding a Forge diagnostic stands for. */
+  findingFor(uri: vscode.Uri, diagnostic: Pick<vscode.Diagnostic, 'code' | 'source'>): FindingRef | undefined {
+    if (diagnostic.source !== DIAGNOSTIC_SOURCE) return undefined;
+    const id = findingIdFromCode(diagnostic.code as string | number | { value: string | number } | undefined);
+    return id === undefined ? undefined : this.findings.get(uri.toString())?.get(id);
+  }
+
+  /** Number of files with Forge diagnostics (for the API and tests). */
+  fileCount(): number {
+    let n = 0;
+    for (const files of this.published.values()) n += files.size;
+    return n;
+  }
+
+  dispose(): void {
+    for (const s of this.subscriptions) s.dispose();
+    this.collection.dispose();
+    this.published.clear();
+    this.findings.clear();
+  }
+}
+
+/** "Show in Dashboard" and "Dismiss Finding" on Forge's diagnostics. */
+export class FindingCodeActions implements vscode.CodeActionProvider {
+  static readonly metadata: vscode.CodeActionProviderMetadata = { providedCodeActionKinds: [vscode.CodeActionKind.QuickFix] };
+
+  constructor(private readonly diagnostics: FindingsDiagnostics) {}
+
+  provideCodeActions(document: vscode.TextDocument, _range: vscode.Range, context: vscode.CodeActionContext): vscode.CodeAction[] {
+    const actions: vscode.CodeAction[] = [];
+    for (const diagnostic of context.diagnostics) {
+      const ref = this.diagnostics.findingFor(document.uri, diagnostic);
+      if (!ref) continue;
+      const show = new vscode.CodeAction(`Forge: Show finding ${ref.findingId} in Dashboard`, vscode.CodeActionKind.QuickFix);
+      show.diagnostics = [diagnostic];
+      show.command = { command: 'forge.showFindingInDashboard', title: 'Show in Dashboard', arguments: [ref] };
+      const dismiss = new vscode.CodeAction(`Forge: Dismiss finding ${ref.findingId}`, vscode.CodeActionKind.QuickFix);
+      dismiss.diagnostics = [diagnostic];
+      dismiss.command = { command: 'forge.dismissFinding', title: 'Dismiss Finding', arguments: [ref] };
+      actions.push(show, dismiss);
+    }
+    return actions;
+  }
+}

@@ -1,0 +1,76 @@
+import * as vscode from 'vscode';
+import { buildLoopDetails, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
+import type { LoopsModel } from './loops-model';
+
+export const LOOP_EXPLORER_VIEW_ID = 'forge.loopExplorer';
+
+export function themeIcon(spec: TreeIconSpec | undefined): vscode.ThemeIcon | undefined {
+  if (!spec) return undefined;
+  return spec.color ? new vscode.ThemeIcon(spec.id, new vscode.ThemeColor(spec.color)) : new vscode.ThemeIcon(spec.id);
+}
+
+export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
+  const collapsible =
+    node.kind === 'group'
+      ? vscode.TreeItemCollapsibleState.Expanded
+      : node.kind === 'loop'
+        ? vscode.TreeItemCollapsibleState.Collapsed
+        : vscode.TreeItemCollapsibleState.None;
+  const item = new vscode.TreeItem(node.label, collapsible);
+  item.id = node.id;
+  if (node.description !== undefined) item.description = node.description;
+  if (node.tooltip !== undefined) item.tooltip = node.tooltip;
+  const icon = themeIcon(node.icon);
+  if (icon) item.iconPath = icon;
+  if (node.contextValue) item.contextValue = node.contextValue;
+  if (node.kind === 'loop') {
+    // A click opens the loop in the dashboard; the context menu has the rest.
+    item.command = { command: 'forge.openDashboard', title: 'Open Dashboard', arguments: [{ projectId: node.projectId, name: node.name }] };
+  }
+  return item;
+}
+
+/**
+ * The Loop Explorer: loops grouped Running / Recent, details as children. Asking for the
+ * root is the first use of the view, so it starts the engine; afterwards the view follows
+ * the loops model (events, no polling). An empty root shows the manifest's welcome view.
+ */
+export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<LoopTreeNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly subscription: vscode.Disposable;
+
+  constructor(
+    private readonly model: LoopsModel,
+    private readonly onError: (what: string, error: unknown) => void,
+  ) {
+    this.subscription = model.onDidChange(() => this.changed.fire(undefined));
+  }
+
+  getTreeItem(node: LoopTreeNode): vscode.TreeItem {
+    return toTreeItem(node);
+  }
+
+  async getChildren(node?: LoopTreeNode): Promise<LoopTreeNode[]> {
+    if (!node) {
+      if (!vscode.workspace.workspaceFolders?.length) return [];
+      if (!this.model.isStarted()) {
+        try {
+          await this.model.start();
+        } catch (error) {
+          this.onError('Forge could not start', error);
+          return [];
+        }
+      }
+      return [...this.model.tree()];
+    }
+    if (node.kind === 'group') return [...node.loops];
+    if (node.kind === 'loop') return buildLoopDetails(node);
+    return [];
+  }
+
+  dispose(): void {
+    this.subscription.dispose();
+    this.changed.dispose();
+  }
+}

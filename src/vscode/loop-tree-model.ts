@@ -1,0 +1,275 @@
+/**
+ * What the Loop Explorer shows, as plain data: a pure function of the loops' rows and their
+ * aggregates, so it can be tested and benchmarked without VS Code. `loop-explorer.ts` turns
+ * these nodes into TreeItems.
+ */
+import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loops-repository';
+import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
+
+/** Findings about the goal or plan itself (FINDING_PSEUDO_PATHS of src/core/loop/tool-backend.ts). */
+export const PSEUDO_FINDING_PATHS: readonly string[] = ['GOAL', 'PLAN'];
+
+export const isPseudoFindingPath = (file: string): boolean => PSEUDO_FINDING_PATHS.includes(file.trim());
+
+export type LoopTreeLoop = Pick<
+  LoopRow,
+  | 'projectId'
+  | 'name'
+  | 'status'
+  | 'phase'
+  | 'kind'
+  | 'iteration'
+  | 'maxIterations'
+  | 'sectionIndex'
+  | 'worktreeDir'
+  | 'branch'
+  | 'terminationReason'
+  | 'model'
+  | 'auditorModel'
+  | 'sandbox'
+  | 'supervisorId'
+  | 'leaseExpiresAt'
+  | 'updatedAt'
+  | 'endedAt'
+  | 'state'
+>;
+
+export interface LoopSummary {
+  readonly loop: LoopTreeLoop;
+  readonly openFindings: { readonly bug: number; readonly warning: number };
+  readonly usage: { readonly sessions: number; readonly cost: number; readonly inputTokens: number; readonly outputTokens: number } | undefined;
+  /** Open findings about GOAL / PLAN: shown on the loop's item, not as diagnostics. */
+  readonly pseudoFindings: readonly { readonly id: number; readonly file: string; readonly severity: FindingSeverity; readonly description: string }[];
+  /** Whether this window's engine drives the loop. */
+  readonly supervisedHere: boolean;
+}
+
+export interface TreeIconSpec {
+  /** ThemeIcon id, e.g. `sync~spin`. */
+  readonly id: string;
+  /** ThemeColor id, e.g. `testing.iconPassed`. */
+  readonly color?: string;
+}
+
+interface NodeBase {
+  readonly id: string;
+  readonly label: string;
+  readonly description?: string;
+  readonly tooltip?: string;
+  readonly icon?: TreeIconSpec;
+  readonly contextValue?: string;
+}
+
+export type LoopGroup = 'running' | 'recent';
+
+export interface LoopGroupNode extends NodeBase {
+  readonly kind: 'group';
+  readonly group: LoopGroup;
+  readonly loops: readonly LoopNode[];
+}
+
+export interface LoopNode extends NodeBase {
+  readonly kind: 'loop';
+  readonly projectId: string;
+  readonly name: string;
+  readonly summary: LoopSummary;
+}
+
+export interface LoopDetailNode extends NodeBase {
+  readonly kind: 'detail';
+}
+
+export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode;
+
+/** `contextValue`s the manifest's menus match. */
+export const LOOP_CONTEXT = {
+  running: 'forge.loop.running',
+  restartable: 'forge.loop.restartable',
+  completed: 'forge.loop.completed',
+} as const;
+
+const isLive = (status: StoredLoopStatus) => status === 'running' || status === 'starting';
+
+export function loopContextValue(status: StoredLoopStatus): string {
+  if (isLive(status)) return LOOP_CONTEXT.running;
+  return status === 'completed' ? LOOP_CONTEXT.completed : LOOP_CONTEXT.restartable;
+}
+
+export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
+  switch (status) {
+    case 'running':
+      return { id: 'sync~spin', color: 'charts.blue' };
+    case 'starting':
+      return { id: 'loading~spin' };
+    case 'completed':
+      return { id: 'pass-filled', color: 'testing.iconPassed' };
+    case 'cancelled':
+      return { id: 'circle-slash', color: 'disabledForeground' };
+    case 'stalled':
+      return { id: 'watch', color: 'list.warningForeground' };
+    case 'errored':
+      return { id: 'error', color: 'list.errorForeground' };
+  }
+}
+
+export const PHASE_LABELS: Record<string, string> = {
+  coding: 'coding',
+  auditing: 'auditing',
+  final_auditing: 'final audit',
+  final_audit_fix: 'final-audit fix',
+  post_action: 'post action',
+};
+
+export function formatCost(cost: number): string {
+  if (cost <= 0) return '$0';
+  return cost >= 1 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`;
+}
+
+export function formatTokens(n: number): string {
+  if (n < 1000) return String(n);
+  if (n < 1_000_000) return `${(n / 1000).toFixed(1)}k`;
+  return `${(n / 1_000_000).toFixed(2)}M`;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** Total sections of a loop as the runtime stores it (`state.loopState.sectionCount`), or 0. */
+export function sectionCountOf(loop: Pick<LoopRow, 'state'>): number {
+  const loopState = loop.state.loopState as { sectionCount?: unknown } | undefined;
+  const count = loopState?.sectionCount;
+  return typeof count === 'number' && Number.isFinite(count) ? count : 0;
+}
+
+function iterationText(loop: LoopTreeLoop): string {
+  return `iteration ${loop.iteration}/${loop.maxIterations > 0 ? loop.maxIterations : '∞'}`;
+}
+
+function sectionText(loop: LoopTreeLoop): string | undefined {
+  const count = sectionCountOf(loop);
+  if (count === 0 || loop.sectionIndex === null) return undefined;
+  return `section ${Math.min(loop.sectionIndex + 1, count)}/${count}`;
+}
+
+function findingsText(open: LoopSummary['openFindings']): string | undefined {
+  if (open.bug === 0 && open.warning === 0) return undefined;
+  const parts: string[] = [];
+  if (open.bug > 0) parts.push(plural(open.bug, 'bug'));
+  if (open.warning > 0) parts.push(plural(open.warning, 'warning'));
+  return parts.join(', ');
+}
+
+function statusText(summary: LoopSummary): string {
+  const { loop } = summary;
+  if (loop.status === 'starting') return 'starting';
+  if (loop.status === 'running') {
+    return summary.supervisedHere ? 'running in this window' : loop.supervisorId ? 'running in another window or process' : 'running (no live supervisor: restart with force)';
+  }
+  const reason = loop.terminationReason && loop.terminationReason !== loop.status ? ` (${loop.terminationReason})` : '';
+  return `${loop.status}${reason}`;
+}
+
+export function buildLoopNode(summary: LoopSummary): LoopNode {
+  const { loop } = summary;
+  const live = isLive(loop.status);
+  const parts: string[] = [];
+  parts.push(live ? (PHASE_LABELS[loop.phase] ?? loop.phase) : loop.status === 'completed' ? 'completed' : (loop.terminationReason ?? loop.status));
+  parts.push(`iter ${loop.iteration}`);
+  const section = sectionText(loop);
+  if (section) parts.push(section.replace('section ', '§'));
+  const findings = findingsText(summary.openFindings);
+  if (findings) parts.push(findings);
+  if (summary.pseudoFindings.length > 0) parts.push(`⚑ ${summary.pseudoFindings.map((f) => f.file).join('/')}`);
+  if (summary.usage && summary.usage.cost > 0) parts.push(formatCost(summary.usage.cost));
+
+  const tooltip: string[] = [`${loop.name} — ${loop.kind} loop`, `Status: ${statusText(summary)}`];
+  if (live) tooltip.push(`Phase: ${PHASE_LABELS[loop.phase] ?? loop.phase}`);
+  tooltip.push(`${iterationText(loop).replace(/^i/, 'I')}`);
+  if (section) tooltip.push(section.replace(/^s/, 'S'));
+  tooltip.push(`Open findings: ${findings ?? 'none'}`);
+  for (const f of summary.pseudoFindings) tooltip.push(`  ${f.severity} on ${f.file}: ${f.description}`);
+  if (summary.usage) {
+    tooltip.push(
+      `Sessions: ${summary.usage.sessions} · tokens ${formatTokens(summary.usage.inputTokens)} in / ${formatTokens(summary.usage.outputTokens)} out · ${formatCost(summary.usage.cost)}`,
+    );
+  }
+  if (loop.branch) tooltip.push(`Branch: ${loop.branch}`);
+  if (loop.sandbox) tooltip.push('Sandboxed');
+
+  return {
+    kind: 'loop',
+    id: `loop:${loop.projectId}/${loop.name}`,
+    projectId: loop.projectId,
+    name: loop.name,
+    label: loop.name,
+    description: parts.join(' · '),
+    tooltip: tooltip.join('\n'),
+    icon: loopStatusIcon(loop.status),
+    contextValue: loopContextValue(loop.status),
+    summary,
+  };
+}
+
+/** The loop's children: one line per fact. */
+export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
+  const { summary } = node;
+  const { loop } = summary;
+  const id = (suffix: string) => `${node.id}#${suffix}`;
+  const details: LoopDetailNode[] = [
+    { kind: 'detail', id: id('status'), label: 'Status', description: statusText(summary), icon: loopStatusIcon(loop.status) },
+  ];
+  if (isLive(loop.status)) {
+    details.push({ kind: 'detail', id: id('phase'), label: 'Phase', description: PHASE_LABELS[loop.phase] ?? loop.phase, icon: { id: 'symbol-event' } });
+  }
+  details.push({ kind: 'detail', id: id('iteration'), label: 'Iteration', description: iterationText(loop).replace('iteration ', ''), icon: { id: 'history' } });
+  const section = sectionText(loop);
+  if (section) details.push({ kind: 'detail', id: id('section'), label: 'Section', description: section.replace('section ', ''), icon: { id: 'list-ordered' } });
+  const findings = findingsText(summary.openFindings);
+  details.push({
+    kind: 'detail',
+    id: id('findings'),
+    label: 'Open findings',
+    description: findings ?? 'none',
+    icon: summary.openFindings.bug > 0 ? { id: 'bug', color: 'list.errorForeground' } : summary.openFindings.warning > 0 ? { id: 'warning', color: 'list.warningForeground' } : { id: 'check' },
+  });
+  for (const f of summary.pseudoFindings) {
+    details.push({
+      kind: 'detail',
+      id: id(`pseudo-${f.id}`),
+      label: f.file,
+      description: f.description,
+      tooltip: `${f.severity === 'bug' ? 'Bug' : 'Warning'} about the ${f.file === 'GOAL' ? 'goal' : 'plan'}: ${f.description}`,
+      icon: f.severity === 'bug' ? { id: 'bug', color: 'list.errorForeground' } : { id: 'warning', color: 'list.warningForeground' },
+    });
+  }
+  const usage = summary.usage;
+  details.push({ kind: 'detail', id: id('sessions'), label: 'Sessions', description: String(usage?.sessions ?? 0), icon: { id: 'comment-discussion' } });
+  details.push({
+    kind: 'detail',
+    id: id('usage'),
+    label: 'Usage',
+    description: usage ? `${formatTokens(usage.inputTokens)} in · ${formatTokens(usage.outputTokens)} out · ${formatCost(usage.cost)}` : 'none yet',
+    icon: { id: 'credit-card' },
+  });
+  if (loop.model) details.push({ kind: 'detail', id: id('model'), label: 'Model', description: loop.auditorModel && loop.auditorModel !== loop.model ? `${loop.model} (auditor ${loop.auditorModel})` : loop.model, icon: { id: 'hubot' } });
+  if (loop.branch) details.push({ kind: 'detail', id: id('branch'), label: 'Branch', description: loop.branch, icon: { id: 'git-branch' } });
+  if (loop.worktreeDir) details.push({ kind: 'detail', id: id('worktree'), label: 'Worktree', description: loop.worktreeDir, tooltip: loop.worktreeDir, icon: { id: 'folder' } });
+  return details;
+}
+
+/** Running loops first (most recently active first), then recent ones; empty groups are left out. */
+export function buildLoopTree(summaries: readonly LoopSummary[]): LoopGroupNode[] {
+  const running: LoopNode[] = [];
+  const recent: LoopNode[] = [];
+  const sorted = [...summaries].sort(
+    (a, b) => (b.loop.endedAt ?? b.loop.updatedAt) - (a.loop.endedAt ?? a.loop.updatedAt) || a.loop.name.localeCompare(b.loop.name),
+  );
+  for (const summary of sorted) (isLive(summary.loop.status) ? running : recent).push(buildLoopNode(summary));
+  const groups: LoopGroupNode[] = [];
+  if (running.length > 0) {
+    groups.push({ kind: 'group', group: 'running', id: 'group:running', label: 'Running', description: String(running.length), icon: { id: 'play-circle' }, loops: running });
+  }
+  if (recent.length > 0) {
+    groups.push({ kind: 'group', group: 'recent', id: 'group:recent', label: 'Recent', description: String(recent.length), icon: { id: 'history' }, loops: recent });
+  }
+  return groups;
+}

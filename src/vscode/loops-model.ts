@@ -1,0 +1,163 @@
+import * as vscode from 'vscode';
+import type { ForgeEngine } from './engine-contract';
+import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
+import type { ForgeLog } from './log';
+import { buildLoopTree, isPseudoFindingPath, PSEUDO_FINDING_PATHS, type LoopGroupNode, type LoopSummary } from './loop-tree-model';
+import type { WorkspaceProject, WorkspaceProjects } from './projects';
+
+export const loopKey = (ref: { projectId: string; name: string }): string => `${ref.projectId}/${ref.name}`;
+
+/** Reads every loop of `projects` with its aggregates: a few queries per project, none per loop. */
+export function readLoopSummaries(engine: ForgeEngine, projects: readonly WorkspaceProject[]): LoopSummary[] {
+  const { repos, runtime } = engine;
+  const out: LoopSummary[] = [];
+  for (const { projectId } of projects) {
+    const counts = new Map(repos.reviewFindings.countOpenByLoop(projectId).map((c) => [c.loopName, c]));
+    const usage = new Map(repos.sessionUsage.totalsByLoop(projectId).map((u) => [u.loopName, u]));
+    const pseudo = new Map<string, LoopSummary['pseudoFindings'][number][]>();
+    for (const file of PSEUDO_FINDING_PATHS) {
+      for (const f of repos.reviewFindings.listByFile(projectId, file, { status: 'open' })) {
+        if (!isPseudoFindingPath(f.file)) continue;
+        const list = pseudo.get(f.loopName) ?? [];
+        list.push({ id: f.id, file: f.file, severity: f.severity, description: f.description });
+        pseudo.set(f.loopName, list);
+      }
+    }
+    for (const loop of repos.loops.list(projectId)) {
+      const c = counts.get(loop.name);
+      const u = usage.get(loop.name);
+      out.push({
+        loop,
+        openFindings: { bug: c?.bug ?? 0, warning: c?.warning ?? 0 },
+        usage: u ? { sessions: u.sessions, cost: u.cost, inputTokens: u.inputTokens, outputTokens: u.outputTokens } : undefined,
+        pseudoFindings: pseudo.get(loop.name) ?? [],
+        supervisedHere: runtime.isSupervising({ projectId, name: loop.name }),
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * The live picture of this workspace's loops, shared by the Loop Explorer, the status bar,
+ * the diagnostics and the dashboard. Refreshed by events only: the runtime's events and
+ * the store's change notifications (which also fire for other windows' writes).
+ */
+export interface LoopsModel {
+  readonly onDidChange: vscode.Event<void>;
+  /** Every runtime event of this window's engine (for per-event reactions such as opening a worktree). */
+  readonly onRuntimeEvent: vscode.Event<LoopRuntimeEvent>;
+  /** Makes sure the engine exists and the model follows it (first use of a view). */
+  start(): Promise<void>;
+  isStarted(): boolean;
+  summaries(): readonly LoopSummary[];
+  tree(): readonly LoopGroupNode[];
+  projects(): readonly WorkspaceProject[];
+  find(ref: { projectId: string; name: string }): LoopSummary | undefined;
+  /** Re-reads soon (coalesced). */
+  refresh(): void;
+  /** Re-reads now. */
+  refreshNow(): Promise<void>;
+}
+
+export interface LoopsModelDeps {
+  engine: { get(): Promise<ForgeEngine>; peek(): ForgeEngine | undefined; onDidStart: vscode.Event<ForgeEngine> };
+  projects: WorkspaceProjects;
+  log: ForgeLog;
+  onError: (what: string, error: unknown) => void;
+}
+
+const COALESCE_MS = 50;
+
+export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disposable {
+  const changed = new vscode.EventEmitter<void>();
+  const runtimeEvents = new vscode.EventEmitter<LoopRuntimeEvent>();
+  let summaries: LoopSummary[] = [];
+  let tree: LoopGroupNode[] = [];
+  let projects: WorkspaceProject[] = [];
+  let byKey = new Map<string, LoopSummary>();
+  let engineSubscriptions: (() => void)[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let again = false;
+
+  const follow = (engine: ForgeEngine) => {
+    for (const off of engineSubscriptions) off();
+    engineSubscriptions = [
+      engine.runtime.subscribe((event) => {
+        runtimeEvents.fire(event);
+        schedule();
+      }),
+      engine.onDidChangeStore(() => schedule()),
+    ];
+    schedule();
+  };
+
+  const read = async () => {
+    const engine = deps.engine.peek();
+    if (!engine) return;
+    projects = await deps.projects.list(engine);
+    summaries = readLoopSummaries(engine, projects);
+    byKey = new Map(summaries.map((s) => [loopKey(s.loop), s]));
+    tree = buildLoopTree(summaries);
+    changed.fire();
+  };
+
+  const refreshNow = async (): Promise<void> => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await read();
+        } while (again);
+      } catch (error) {
+        deps.onError('Forge could not read its loops', error);
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+
+  function schedule() {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void refreshNow();
+    }, COALESCE_MS);
+  }
+
+  const subscriptions = [
+    deps.engine.onDidStart(follow),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => schedule()),
+  ];
+  const existing = deps.engine.peek();
+  if (existing) follow(existing);
+
+  return {
+    onDidChange: changed.event,
+    onRuntimeEvent: runtimeEvents.event,
+    async start() {
+      await deps.engine.get();
+      await refreshNow();
+    },
+    isStarted: () => deps.engine.peek() !== undefined,
+    summaries: () => summaries,
+    tree: () => tree,
+    projects: () => projects,
+    find: (ref) => byKey.get(loopKey(ref)),
+    refresh: schedule,
+    refreshNow,
+    dispose() {
+      if (timer) clearTimeout(timer);
+      for (const off of engineSubscriptions) off();
+      for (const s of subscriptions) s.dispose();
+      changed.dispose();
+      runtimeEvents.dispose();
+    },
+  };
+}

@@ -1,0 +1,56 @@
+import * as vscode from 'vscode';
+import { errorMessage, type ForgeLog } from './log';
+
+export type NotificationLevel = 'info' | 'warning' | 'error';
+
+export interface RecordedNotification {
+  readonly level: NotificationLevel;
+  readonly message: string;
+  readonly at: number;
+}
+
+/**
+ * Every message Forge shows the user goes through here: errors are logged and offer
+ * "Show Log"; the last messages are kept so the extension's API (and its tests) can
+ * tell what the user was told.
+ */
+export interface Notifier {
+  info(message: string, ...actions: string[]): Thenable<string | undefined>;
+  warn(message: string, ...actions: string[]): Thenable<string | undefined>;
+  /** Logs `error` under `what`, and shows `what: message` with a "Show Log" action. */
+  error(what: string, error: unknown): void;
+  recent(): readonly RecordedNotification[];
+}
+
+const SHOW_LOG = 'Show Log';
+const KEEP = 50;
+
+export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
+  const recent: RecordedNotification[] = [];
+  const record = (level: NotificationLevel, message: string) => {
+    recent.push({ level, message, at: Date.now() });
+    if (recent.length > KEEP) recent.shift();
+  };
+  return {
+    info(message, ...actions) {
+      record('info', message);
+      log.info(message);
+      return vscode.window.showInformationMessage(message, ...actions);
+    },
+    warn(message, ...actions) {
+      record('warning', message);
+      log.warn(message);
+      return vscode.window.showWarningMessage(message, ...actions);
+    },
+    error(what, error) {
+      const message = `${what}: ${errorMessage(error)}`;
+      record('error', message);
+      log.error(error instanceof Error ? error : message);
+      if (error instanceof Error) log.error(what);
+      void vscode.window.showErrorMessage(message, SHOW_LOG).then((choice) => {
+        if (choice === SHOW_LOG) showLog();
+      });
+    },
+    recent: () => recent,
+  };
+}

@@ -1,0 +1,120 @@
+import * as vscode from 'vscode';
+import type { ForgeEngine } from './engine-contract';
+import type { ForgeLog } from './log';
+import type { LoopsModel } from './loops-model';
+import type { SettingsAccessor } from './settings-accessor';
+
+export interface SandboxAvailability {
+  readonly available: boolean;
+  readonly driver: string | null;
+  readonly reason: string | null;
+}
+
+export interface StatusBarSnapshot {
+  readonly sandbox: { readonly text: string; readonly tooltip: string; readonly command: string | undefined; readonly enabled: boolean; readonly availability: SandboxAvailability | null };
+  readonly running: { readonly text: string; readonly visible: boolean; readonly command: string | undefined };
+}
+
+/** Text and tooltip of the sandbox item: a pure function of the setting and what the engine found. */
+export function sandboxItemView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean } {
+  if (availability && !availability.available) {
+    return {
+      text: '$(vm-outline) Sandbox: unavailable',
+      tooltip: `Forge cannot sandbox loops on this machine: ${availability.reason ?? 'no sandbox driver is available'}. New loops run without a sandbox.`,
+      disabled: true,
+    };
+  }
+  const driver = availability?.driver ? ` (${availability.driver})` : '';
+  return enabled
+    ? { text: `$(vm) Sandbox: on${driver}`, tooltip: `New Forge loops run their agents' shell commands in a sandbox${driver}. Click to turn it off.`, disabled: false }
+    : {
+        text: '$(vm-outline) Sandbox: off',
+        tooltip: `New Forge loops run their agents' shell commands on this machine, in the loop's worktree. Click to sandbox them${driver ? ` with${driver}` : ''}.${availability ? '' : ' (The sandbox driver is checked on first use.)'}`,
+        disabled: false,
+      };
+}
+
+export const TOGGLE_SANDBOX_COMMAND = 'forge.toggleSandbox';
+export const FOCUS_LOOP_EXPLORER_COMMAND = 'forge.loopExplorer.focus';
+
+/**
+ * The sandbox toggle (the default for new loops) and the running-loops indicator. Shown
+ * from activation on with the raw setting; the driver is only probed once the engine runs.
+ */
+export class ForgeStatusBar implements vscode.Disposable {
+  private readonly sandboxItem = vscode.window.createStatusBarItem('forge.sandbox', vscode.StatusBarAlignment.Right, 100);
+  private readonly runningItem = vscode.window.createStatusBarItem('forge.running', vscode.StatusBarAlignment.Left, 50);
+  private availability: SandboxAvailability | null = null;
+  private readonly subscriptions: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly settings: SettingsAccessor,
+    private readonly model: LoopsModel,
+    engineStarted: vscode.Event<ForgeEngine>,
+    private readonly log: ForgeLog,
+  ) {
+    this.sandboxItem.name = 'Forge Sandbox';
+    this.sandboxItem.command = TOGGLE_SANDBOX_COMMAND;
+    this.runningItem.name = 'Forge Loops';
+    this.runningItem.command = FOCUS_LOOP_EXPLORER_COMMAND;
+    this.subscriptions.push(
+      settings.onDidChange(() => this.render()),
+      model.onDidChange(() => this.render()),
+      engineStarted((engine) => void this.probe(engine)),
+    );
+    this.render();
+    this.sandboxItem.show();
+  }
+
+  /** Asks the engine which sandbox driver is available (no-op before the engine exists). */
+  async probe(engine: ForgeEngine): Promise<SandboxAvailability> {
+    try {
+      this.availability = await engine.sandboxStatus();
+    } catch (error) {
+      this.availability = { available: false, driver: null, reason: error instanceof Error ? error.message : String(error) };
+    }
+    this.log.info(`sandbox: ${this.availability.available ? `driver ${this.availability.driver}` : `unavailable (${this.availability.reason})`}`);
+    this.render();
+    return this.availability;
+  }
+
+  sandboxEnabled(): boolean {
+    return this.settings.isLoaded() ? this.settings.get()['forge.sandbox.enabled'] : this.settings.rawBoolean('forge.sandbox.enabled', false);
+  }
+
+  render(): void {
+    const view = sandboxItemView(this.sandboxEnabled(), this.availability);
+    this.sandboxItem.text = view.text;
+    this.sandboxItem.tooltip = view.tooltip;
+    this.sandboxItem.color = view.disabled ? new vscode.ThemeColor('disabledForeground') : undefined;
+
+    const running = this.model.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
+    this.runningItem.text = `$(sync~spin) Forge: ${running} loop${running === 1 ? '' : 's'} running`;
+    this.runningItem.tooltip = 'Show the Loop Explorer';
+    if (running > 0) this.runningItem.show();
+    else this.runningItem.hide();
+  }
+
+  snapshot(): StatusBarSnapshot {
+    return {
+      sandbox: {
+        text: this.sandboxItem.text,
+        tooltip: String(this.sandboxItem.tooltip ?? ''),
+        command: typeof this.sandboxItem.command === 'string' ? this.sandboxItem.command : this.sandboxItem.command?.command,
+        enabled: this.sandboxEnabled(),
+        availability: this.availability,
+      },
+      running: {
+        text: this.runningItem.text,
+        visible: this.model.summaries().some((s) => s.loop.status === 'running' || s.loop.status === 'starting'),
+        command: typeof this.runningItem.command === 'string' ? this.runningItem.command : this.runningItem.command?.command,
+      },
+    };
+  }
+
+  dispose(): void {
+    for (const s of this.subscriptions) s.dispose();
+    this.sandboxItem.dispose();
+    this.runningItem.dispose();
+  }
+}

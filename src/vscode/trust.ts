@@ -1,0 +1,20 @@
+import * as vscode from 'vscode';
+import type { Notifier } from './notifier';
+
+export function untrustedMessage(action: string): string {
+  return `Forge will not ${action} in an untrusted workspace: loops run coding agents that execute commands and edit files. Trust this workspace (Manage Workspace Trust) to run loops.`;
+}
+
+/**
+ * Guards the commands that run agents. The manifest's `when` clauses hide them in an
+ * untrusted workspace; this refuses them when invoked anyway (keybinding, API, another
+ * extension) and says why. Returns the refusal message, or undefined when trusted.
+ */
+export function refuseIfUntrusted(notifier: Notifier, action: string): string | undefined {
+  if (vscode.workspace.isTrusted) return undefined;
+  const message = untrustedMessage(action);
+  void notifier.warn(message, 'Manage Workspace Trust').then((choice) => {
+    if (choice) void vscode.commands.executeCommand('workbench.trust.manage');
+  });
+  return message;
+}
