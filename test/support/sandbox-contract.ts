@@ -15,7 +15,7 @@ import { SandboxError, type SandboxRuntime } from '../../src/core/sandbox/types'
 import { makeSandboxTestDirs, REPO_ROOT, SMALL_LIMITS, startHostListener, uniqueLoopName, type SandboxTestDirs } from './sandbox-fixtures';
 
 export interface DriverUnderTest {
-  driver: 'docker' | 'bwrap';
+  driver: 'docker' | 'podman' | 'bwrap';
   /** Installs/starts prerequisites; returns the environment engine CLIs need. */
   prereqs(): NodeJS.ProcessEnv;
   runtime(dirs: SandboxTestDirs, env: NodeJS.ProcessEnv): SandboxRuntime;
@@ -26,6 +26,8 @@ export interface DriverUnderTest {
   /** Makes the state of an existing sandbox unreadable without removing it; returns an undo. */
   breakStateOf?(name: string, dirs: SandboxTestDirs): () => void;
   image?: string;
+  /** False when the engine cannot change every limit of a live sandbox (then it is recreated). */
+  resizesInPlace?: boolean;
 }
 
 async function expectSandboxError(p: Promise<unknown>, code: SandboxError['code'] | SandboxError['code'][], message?: RegExp): Promise<SandboxError> {
@@ -285,12 +287,12 @@ export function describeSandboxDriver(d: DriverUnderTest): void {
       assert.equal(await runtime.state(name), 'missing');
     });
 
-    it('applies changed limits in place and recreates on a network change', async () => {
+    it('applies changed limits (in place where the engine can) and recreates on a network change', async () => {
       const loop = uniqueLoopName('limits');
       const h = await manager.start(request(loop));
       assert.equal(await manager.applyLimits(request(loop)), 'unchanged');
       const bigger = { cpus: 1.5, memoryMb: 384, pids: 200 };
-      assert.equal(await manager.applyLimits(request(loop, { limits: bigger })), 'resized');
+      assert.equal(await manager.applyLimits(request(loop, { limits: bigger })), d.resizesInPlace === false ? 'recreated' : 'resized');
       assert.deepEqual((await runtime.readSettings(h.name))?.limits, bigger);
       assert.equal(await manager.applyLimits(request(loop, { limits: bigger, network: true })), 'recreated');
       assert.equal((await runtime.readSettings(h.name))?.network, true);

@@ -36,6 +36,12 @@ export function dockerPrereqs(): NodeJS.ProcessEnv {
   return env;
 }
 
+/** Installs Podman and imports the test image into it. */
+export function podmanPrereqs(): NodeJS.ProcessEnv {
+  runPrereq('sandbox-podman.sh');
+  return { ...process.env };
+}
+
 export function bwrapPrereqs(): void {
   runPrereq('bwrap.sh');
 }

@@ -8,7 +8,7 @@ import { OciRuntime } from '../../src/core/sandbox/oci-driver';
 import type { SandboxRuntime } from '../../src/core/sandbox/types';
 
 interface ChildConfig {
-  driver: 'docker' | 'bwrap';
+  driver: 'docker' | 'podman' | 'bwrap';
   stateDir: string;
   prefix: string;
   request: LoopSandboxRequest;
@@ -16,7 +16,7 @@ interface ChildConfig {
 
 const config = JSON.parse(process.env.FORGE_ORPHAN_CHILD ?? '{}') as ChildConfig;
 const runtime: SandboxRuntime =
-  config.driver === 'bwrap' ? new BwrapRuntime({ stateDir: config.stateDir }) : new OciRuntime({ engine: 'docker' });
+  config.driver === 'bwrap' ? new BwrapRuntime({ stateDir: config.stateDir }) : new OciRuntime({ engine: config.driver });
 const manager = new SandboxManager({ runtime, prefix: config.prefix, isLoopRunning: () => true });
 await manager.start(config.request);
 process.stdout.write('READY\n');

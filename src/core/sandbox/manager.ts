@@ -169,7 +169,7 @@ export class SandboxManager {
     }
     let settings = await this.runtime.readSettings(name);
     if (settings && !sameLimits(settings.limits, spec.limits)) {
-      await this.runtime.updateLimits(name, spec.limits);
+      await this.resize(spec);
       settings = await this.runtime.readSettings(name);
     }
     if (!settings) throw new SandboxError(`The sandbox "${name}" vanished right after it was set up.`, 'not-usable');
@@ -230,11 +230,28 @@ export class SandboxManager {
         return 'recreated';
       }
       if (sameLimits(current.limits, spec.limits)) return 'unchanged';
-      await this.runtime.updateLimits(spec.name, spec.limits);
+      const outcome = await this.resize(spec);
       const settings = await this.runtime.readSettings(spec.name);
       if (settings) this.active.set(req.loopName, { loopName: req.loopName, name: spec.name, driver: this.runtime.driver, settings, runtime: this.runtime });
-      return 'resized';
+      return outcome;
     });
+  }
+
+  /**
+   * Limits in place where the engine can change them; otherwise (e.g. Podman 4's `update`
+   * has no process limit) a fresh sandbox, which loses nothing since state lives in the worktree.
+   */
+  private async resize(spec: SandboxSpec): Promise<'resized' | 'recreated'> {
+    try {
+      await this.runtime.updateLimits(spec.name, spec.limits);
+      const after = await this.runtime.readSettings(spec.name);
+      if (after && sameLimits(after.limits, spec.limits)) return 'resized';
+    } catch (e) {
+      this.onWarning(`Sandbox "${spec.name}": limits could not be changed in place (${(e as Error).message}); recreating it.`);
+    }
+    await this.runtime.remove(spec.name);
+    await this.runtime.create(spec);
+    return 'recreated';
   }
 
   /**
