@@ -114,6 +114,8 @@ export interface DatabaseDiagnostics {
   readonly snapshotBytes: number;
   /** Journal size at which a compaction is scheduled. */
   readonly compactionThresholdBytes: number;
+  /** How often this connection has (re)built its state from the snapshot file (1 after open). */
+  readonly snapshotLoads: number;
 }
 
 export interface ForgeDatabase extends SqlExecutor {
@@ -266,6 +268,7 @@ class JournaledDatabase implements ForgeDatabase {
   private journal: JournalHandle | null = null;
   private lastSeq = 0;
   private snapshotBytes = 0;
+  private snapshotLoads = 0;
   /** Write statements of the running transaction; non-null exactly while a transaction runs. */
   private recorder: JournalStatement[] | null = null;
   private sqlTransactionOpen = false;
@@ -350,6 +353,7 @@ class JournaledDatabase implements ForgeDatabase {
       journalBytes: journal.offset - JOURNAL_HEADER_BYTES,
       snapshotBytes: this.snapshotBytes,
       compactionThresholdBytes: this.compactionThreshold(),
+      snapshotLoads: this.snapshotLoads,
     };
   }
 
@@ -459,6 +463,7 @@ class JournaledDatabase implements ForgeDatabase {
    */
   private loadFromDiskLocked(verify: boolean): void {
     const snapshot = this.readSnapshotFile();
+    this.snapshotLoads++;
     let db: Database;
     let seq: number;
     if (snapshot === null) {
