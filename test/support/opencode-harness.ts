@@ -50,7 +50,7 @@ export interface OpencodeHarness {
   toolCalls: ForgeToolCallLogEntry[];
   permissionReplies: PermissionResponderLogEntry[];
   /** Creates a loop session of `role` with its ruleset, makes it the scope's active session and watches it. */
-  startSession(role: LoopRole, title?: string): Promise<string>;
+  startSession(role: LoopRole, title?: string, options?: { withoutRuleset?: boolean }): Promise<string>;
   prompt(sessionId: string, role: LoopRole, text: string): Promise<void>;
   waitForEvent(predicate: (event: AgentEvent) => boolean, timeoutMs?: number, fromIndex?: number): Promise<AgentEvent>;
   waitForServerEvent(predicate: (event: OpencodeServerEvent) => boolean, timeoutMs?: number): Promise<OpencodeServerEvent>;
@@ -119,12 +119,12 @@ export async function startOpencodeHarness(options: HarnessOptions): Promise<Ope
       serverEvents,
       toolCalls,
       permissionReplies,
-      async startSession(role, title) {
+      async startSession(role, title, sessionOptions) {
         const { id } = await client.createSession({
           title: title ?? `${loopName} ${role}`,
           agent: FORGE_AGENT_NAMES[role],
           model: { providerId: MOCK_PROVIDER_ID, modelId: MOCK_MODEL_ID },
-          permission: opencode.permissionRuleset(role),
+          ...(sessionOptions?.withoutRuleset ? {} : { permission: opencode.permissionRuleset(role) }),
         });
         roles.set(id, role);
         opencode.scope.setActiveSession({ sessionId: id, role });

@@ -13,7 +13,7 @@ import { openForgeDatabase, createForgeRepositories, type ForgeDatabase, type Fo
 import { git } from '../../support/git-repo';
 import { startOpencodeHarness, type OpencodeHarness } from '../../support/opencode-harness';
 import { MOCK_MODEL_ID, MOCK_PROVIDER_ID } from '../../support/opencode-test-env';
-import { httpError, text, toolCall, type ScriptedRequest } from '../../support/scripted-model';
+import { httpError, malformed, text, toolCall, type ScriptedRequest } from '../../support/scripted-model';
 
 const PROJECT = 'p1';
 const LOOP = 'oc-loop';
@@ -205,6 +205,60 @@ describe('opencode sessions through Forge (real opencode, real git, real sql.js)
     assert.equal(error.type === 'session.error' && error.error.statusCode, 400);
     assert.equal(error.type === 'session.error' && error.error.retryable, false);
     await h.waitForEvent((e) => e.type === 'session.idle' && e.sessionId === sessionId, 120_000, from);
+  });
+
+  it('surfaces a malformed model chunk as a normalised session error, then idle', async () => {
+    const sessionId = await h.startSession('code');
+    h.model.enqueue(malformed);
+    const from = h.events.length;
+    await h.prompt(sessionId, 'code', 'Go.');
+    const error = await h.waitForEvent((e) => e.type === 'session.error' && e.sessionId === sessionId, 120_000, from);
+    assert.match(error.type === 'session.error' ? error.error.message : '', /JSON/);
+    await h.waitForEvent((e) => e.type === 'session.idle' && e.sessionId === sessionId, 120_000, from);
+  });
+
+  it('attributes subagent sessions and their activity to the loop session; subagents inherit its ruleset', async () => {
+    const parent = await h.startSession('code');
+    const outside = join(tmpdir(), `forge-subagent-outside-${process.pid}.txt`);
+    let child: string | undefined;
+    h.model.setHandler((request, ctx) => {
+      if (request.sessionId === parent) {
+        return ctx.turnInSession === 0
+          ? toolCall('task', { description: 'look around', prompt: 'Read the outside file.', subagent_type: 'general' })
+          : text('The subagent is done.');
+      }
+      child = request.sessionId;
+      return ctx.turnInSession === 0 ? toolCall('read', { filePath: outside }) : text('Could not read it.');
+    });
+    const from = h.events.length;
+    await h.prompt(parent, 'code', 'Delegate.');
+    await h.waitForEvent((e) => e.type === 'session.idle' && e.sessionId === parent, 180_000, from);
+    assert.ok(child && child !== parent, 'the subagent ran in its own session');
+    const created = h.events.slice(from).find((e) => e.type === 'session.created' && e.sessionId === child);
+    assert.deepEqual(created, { type: 'session.created', sessionId: child, parentSessionId: parent, rootSessionId: parent });
+    assert.ok(h.events.slice(from).some((e) => e.type === 'activity' && e.sessionId === child && e.rootSessionId === parent));
+    assert.ok(h.events.slice(from).some((e) => e.type === 'session.idle' && e.sessionId === child && e.rootSessionId === parent));
+    const childResult = h.model.agentRequests.filter((r) => r.sessionId === child).at(-1)?.toolResults[0]?.content ?? '';
+    assert.match(childResult, /rule which prevents you from using this specific tool call/);
+    assert.ok(!h.events.slice(from).some((e) => e.type === 'permission.asked'), 'nothing waited on a question');
+  });
+
+  it('answers a permission request that still arrives by policy, at once, and logs it', async () => {
+    // A loop session whose ruleset did not cover a request (here: none at all) still never waits.
+    const sessionId = await h.startSession('code', 'no ruleset', { withoutRuleset: true });
+    const outside = join(tmpdir(), `forge-asked-outside-${process.pid}.txt`);
+    h.model.enqueue(toolCall('read', { filePath: outside }), text('Refused, fine.'));
+    const from = h.events.length;
+    await h.prompt(sessionId, 'code', 'Read outside.');
+    await h.waitForEvent((e) => e.type === 'session.idle' && e.sessionId === sessionId, 120_000, from);
+    const asked = h.events.slice(from).find((e) => e.type === 'permission.asked' && e.request.sessionId === sessionId);
+    assert.ok(asked && asked.type === 'permission.asked');
+    assert.equal(asked.request.permission, 'external_directory');
+    const reply = h.permissionReplies.find((r) => r.sessionId === sessionId);
+    assert.equal(reply?.reply, 'reject');
+    assert.match(reply?.reason ?? '', /only inside the worktree/);
+    const result = h.model.agentRequests.filter((r) => r.sessionId === sessionId).at(-1)?.toolResults[0]?.content ?? '';
+    assert.match(result, /only inside the worktree/, 'the agent is told why');
   });
 
   it('never waits on a permission: reading outside the worktree is refused, not asked', async () => {
