@@ -13,7 +13,7 @@ import {
   type SandboxSpec,
   type SandboxState,
 } from './types';
-import { runCommand, shellQuote } from './process';
+import { resolveOnPath, runCommand, shellQuote } from './process';
 import { SandboxCgroups, errCode } from './cgroup';
 import { describeExit, SANDBOX_BASE_ENV } from './sandbox-env';
 
@@ -290,7 +290,7 @@ export class BwrapRuntime implements SandboxRuntime {
         (f) =>
           `echo $$ > ${shellQuote(f)} || { echo "forge: cannot join the sandbox cgroup (sandbox ${settings.name} stopped?); the command was not run" >&2; exit 125; }`,
       ),
-      `exec env -i PATH=${shellQuote(process.env.PATH ?? '/usr/bin:/bin')} ${shellQuote(this.bwrap)} ${bwrapArgs} bash -c "$FORGE_COMMAND"`,
+      `exec /usr/bin/env -i PATH=${shellQuote(process.env.PATH ?? '/usr/bin:/bin')} ${shellQuote(resolveOnPath(this.bwrap, process.env.PATH))} ${bwrapArgs} bash -c "$FORGE_COMMAND"`,
     ].join('\n');
   }
 }

@@ -11,7 +11,7 @@ import {
   type SandboxSpec,
   type SandboxState,
 } from './types';
-import { runCommand, shellQuote, type RunResult } from './process';
+import { resolveOnPath, runCommand, shellQuote, type RunResult } from './process';
 import { describeExit, SANDBOX_BASE_ENV } from './sandbox-env';
 
 /**
@@ -382,7 +382,8 @@ export class OciRuntime implements SandboxRuntime {
   }
 
   async renderShimLaunch(settings: SandboxSettings): Promise<string> {
-    const cli = [this.binary, 'exec', '-i', '-w', '"$FORGE_CWD"', settings.name].map((w) =>
+    // An absolute engine path: the shim must not depend on the PATH it is started with.
+    const cli = [resolveOnPath(this.binary, this.env.PATH), 'exec', '-i', '-w', '"$FORGE_CWD"', settings.name].map((w) =>
       w === '"$FORGE_CWD"' ? w : shellQuote(w),
     );
     const env = Object.entries(this.env)

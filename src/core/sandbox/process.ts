@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 
 export interface RunOptions {
   env?: NodeJS.ProcessEnv;
@@ -96,4 +97,20 @@ export function killGroup(pid: number | undefined, signal: NodeJS.Signals): void
 export function shellQuote(word: string): string {
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
   return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The absolute path of `binary` on `pathVar`, or `binary` itself when not found (or already a path). */
+export function resolveOnPath(binary: string, pathVar: string | undefined): string {
+  if (binary.includes('/')) return binary;
+  for (const dir of (pathVar ?? '').split(':')) {
+    if (!dir) continue;
+    const candidate = `${dir}/${binary}`;
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return binary;
 }
