@@ -21,7 +21,7 @@ import { createTestRepository } from '../../support/git-repo';
 import { AGENT_PROMPTS_DIR, startOpencodeHarness, waitFor, type OpencodeHarness } from '../../support/opencode-harness';
 import { writeOpencodeTestEnvironment } from '../../support/opencode-test-env';
 import { createRecordingToolBackend } from '../../support/recording-tool-backend';
-import { text, toolCall } from '../../support/scripted-model';
+import { startScriptedModel, text, toolCall } from '../../support/scripted-model';
 
 const run = promisify(execFile);
 
@@ -136,6 +136,46 @@ describe('opencode server supervision (real opencode)', () => {
         await toolServer.close();
       }
     });
+  });
+
+  it("attaches to a user's own server: Forge's tools are added at run time and its agents reported missing", async () => {
+    const model = await startScriptedModel();
+    const modelEnv = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+    const repo = await createTestRepository();
+    const backend = createRecordingToolBackend();
+    const toolServer = await startForgeToolServer({ backend });
+    // "The user's server": started without any Forge configuration.
+    const userServer = await startOpencodeProcess({ binaryPath: resolveOpencodeBinary(), cwd: repo.dir, extraEnv: modelEnv.env });
+    try {
+      const attached = await startLoopOpencode({
+        loopName: 'attached',
+        worktreeDir: repo.dir,
+        toolServer,
+        prompts: await loadAgentPrompts(AGENT_PROMPTS_DIR),
+        attach: userServer.endpoint,
+      });
+      try {
+        assert.equal(attached.agentsConfigured, false);
+        const events: AgentEvent[] = [];
+        attached.client.subscribe((e) => events.push(e));
+        await waitFor(events, (e) => e.type === 'stream.connected', 60_000, 0);
+        const { id } = await attached.client.createSession({ title: 'attached', agent: 'build', permission: attached.permissionRuleset('code') });
+        attached.scope.setActiveSession({ sessionId: id, role: 'code' });
+        model.enqueue(toolCall('forge_section_read', {}), text('ok'));
+        await attached.client.promptAsync({ sessionId: id, text: 'read the section', agent: 'build' });
+        await waitFor(events, (e) => e.type === 'session.idle' && e.sessionId === id, 120_000, 0);
+        assert.deepEqual(backend.calls.map((c) => [c.method, c.caller.loopName, c.caller.role]), [['sectionRead', 'attached', 'code']]);
+      } finally {
+        await attached.stop();
+      }
+      assert.ok(userServer.isRunning(), "Forge does not stop a server it did not start");
+    } finally {
+      await userServer.stop();
+      await toolServer.close();
+      await model.close();
+      await repo.cleanup();
+      await modelEnv.cleanup();
+    }
   });
 
   describe('a running server', () => {
