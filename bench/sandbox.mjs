@@ -9,6 +9,7 @@
 // when its socket exists. Drivers that are not available are listed as skipped.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
@@ -129,6 +130,7 @@ const lines = rows.map((r) =>
 const widths = header.map((h, i) => Math.max(h.length, ...lines.filter((l) => l.length > 2).map((l) => String(l[i]).length)));
 const fmt = (cells) => cells.map((c, i) => String(c).padEnd(widths[i] ?? 0)).join('  ');
 console.log(`Sandbox per-command overhead: "${COMMAND}", median of ${RUNS} (after one warm-up); create/remove median of ${LIFECYCLE}`);
+console.log(`load average at the end: ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} on ${os.cpus().length} cores (figures grow with load)`);
 console.log(fmt(header));
 console.log(widths.map((w) => '-'.repeat(w)).join('  '));
 for (const l of lines) console.log(l.length > 2 ? fmt(l) : l.join('  '));

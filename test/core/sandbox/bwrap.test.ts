@@ -4,6 +4,7 @@ import path from 'node:path';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
 import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
 import { SandboxManager } from '../../../src/core/sandbox/manager';
+import { SandboxError } from '../../../src/core/sandbox/types';
 import { describeSandboxDriver } from '../../support/sandbox-contract';
 import { bwrapPrereqs, makeSandboxTestDirs, SMALL_LIMITS } from '../../support/sandbox-fixtures';
 
@@ -56,6 +57,28 @@ describe('sandbox driver: bwrap without a usable cgroup', function () {
       assert.equal(readFileSync(path.join(dirs.worktreeDir, 'inside.txt'), 'utf8'), 'ok\n');
       await manager.stop('x');
       assert.equal(await runtime.state(h.name), 'missing');
+    } finally {
+      dirs.cleanup();
+    }
+  });
+});
+
+describe('sandbox driver: bwrap start failure', () => {
+  before(() => bwrapPrereqs());
+
+  it('fails loop start with a clear error and leaves nothing behind when the worktree is missing', async () => {
+    const dirs = makeSandboxTestDirs('bwrap-nowt');
+    try {
+      const runtime = new BwrapRuntime({ stateDir: dirs.stateDir });
+      const manager = new SandboxManager({ runtime, prefix: `ft${process.pid}nw-`, isLoopRunning: () => false });
+      const missing = path.join(dirs.base, 'gone');
+      await assert.rejects(manager.start({ loopName: 'x', worktreeDir: missing, network: false, limits: SMALL_LIMITS }), (e: unknown) => {
+        assert.ok(e instanceof SandboxError);
+        assert.match(e.message, new RegExp(`Could not create the sandbox of loop "x" \\(bwrap\\): The worktree ${missing} does not exist`));
+        return true;
+      });
+      assert.equal(await runtime.state(manager.sandboxName('x')), 'missing');
+      assert.deepEqual(await runtime.listByPrefix(''), []);
     } finally {
       dirs.cleanup();
     }

@@ -1,7 +1,10 @@
+import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { SandboxManager } from '../../../src/core/sandbox/manager';
+import { SandboxError } from '../../../src/core/sandbox/types';
 import { OciRuntime } from '../../../src/core/sandbox/oci-driver';
 import { describeSandboxDriver } from '../../support/sandbox-contract';
-import { dockerPrereqs, TEST_IMAGE } from '../../support/sandbox-fixtures';
+import { dockerPrereqs, makeSandboxTestDirs, SMALL_LIMITS, TEST_IMAGE } from '../../support/sandbox-fixtures';
 
 describeSandboxDriver({
   driver: 'docker',
@@ -13,4 +16,32 @@ describeSandboxDriver({
     const r = spawnSync('docker', ['rm', '-f', name], { env, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`docker rm -f ${name} failed: ${r.stderr}`);
   },
+});
+
+describe('sandbox driver: docker start failure', function () {
+  this.timeout(300_000);
+  let env: NodeJS.ProcessEnv;
+  before(function () {
+    this.timeout(20 * 60_000);
+    env = dockerPrereqs();
+  });
+
+  it('fails loop start with a clear error and leaves nothing behind when the image is missing', async () => {
+    const dirs = makeSandboxTestDirs('docker-noimg');
+    try {
+      const runtime = new OciRuntime({ engine: 'docker', env });
+      const manager = new SandboxManager({ runtime, prefix: `ft${process.pid}ni-`, isLoopRunning: () => false });
+      await assert.rejects(
+        manager.start({ loopName: 'x', worktreeDir: dirs.worktreeDir, network: false, limits: SMALL_LIMITS, image: 'forge-no-such-image:never' }),
+        (e: unknown) => {
+          assert.ok(e instanceof SandboxError);
+          assert.match(e.message, /Could not create the sandbox of loop "x" \(docker\).*build the image first \(Forge: Build Sandbox Image\)/s);
+          return true;
+        },
+      );
+      assert.equal(await runtime.state(manager.sandboxName('x')), 'missing');
+    } finally {
+      dirs.cleanup();
+    }
+  });
 });
