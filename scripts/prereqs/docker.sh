@@ -2,6 +2,7 @@
 # Installs Docker (docker.io) when missing and starts a private dockerd for Forge's
 # sandbox tests on a socket under .cache/docker/, reusing it when it already answers.
 # Prints the DOCKER_HOST to use on its last line: `DOCKER_HOST=unix://…`.
+# `docker.sh --stop` stops that daemon (by its PID) when it runs.
 # The system service cannot be started on the test machines, so the daemon is ours:
 # no bridge and no iptables rules (Forge's sandboxes use `--network none` or `host`).
 set -euo pipefail
@@ -26,6 +27,18 @@ fi
 command -v docker >/dev/null 2>&1 || fail "no docker client on PATH after installing docker.io"
 
 answers() { timeout 10 docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+if [ "${1:-}" = "--stop" ]; then
+  if [ -f "$BASE/dockerd.pid" ] && kill -0 "$(cat "$BASE/dockerd.pid")" 2>/dev/null; then
+    say "stopping dockerd (pid $(cat "$BASE/dockerd.pid"))"
+    kill "$(cat "$BASE/dockerd.pid")"
+    for _ in $(seq 1 40); do kill -0 "$(cat "$BASE/dockerd.pid")" 2>/dev/null || break; sleep 0.5; done
+  else
+    say "no private dockerd is running"
+  fi
+  rm -f "$BASE/dockerd.pid"
+  exit 0
+fi
 
 if answers; then
   say "dockerd already answers on $SOCK"

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { SandboxManager } from '../../../src/core/sandbox/manager';
 import { SandboxError } from '../../../src/core/sandbox/types';
 import { OciRuntime } from '../../../src/core/sandbox/oci-driver';
@@ -18,7 +20,7 @@ describeSandboxDriver({
   },
 });
 
-describe('sandbox driver: docker start failure', function () {
+describe('sandbox driver: docker specifics', function () {
   this.timeout(300_000);
   let env: NodeJS.ProcessEnv;
   before(function () {
@@ -40,6 +42,23 @@ describe('sandbox driver: docker start failure', function () {
         },
       );
       assert.equal(await runtime.state(manager.sandboxName('x')), 'missing');
+    } finally {
+      dirs.cleanup();
+    }
+  });
+
+  it('runs commands as the invoking user (here a non-root uid), so worktree files are theirs', async () => {
+    const dirs = makeSandboxTestDirs('docker-uid');
+    try {
+      chmodSync(dirs.worktreeDir, 0o777);
+      const runtime = new OciRuntime({ engine: 'docker', env, uid: 4242, gid: 4343 });
+      const manager = new SandboxManager({ runtime, prefix: `ft${process.pid}id-`, isLoopRunning: () => false });
+      const h = await manager.start({ loopName: 'x', worktreeDir: dirs.worktreeDir, network: false, limits: SMALL_LIMITS, image: TEST_IMAGE });
+      const r = await runtime.exec(h.name, 'id -u; touch owned.txt');
+      assert.equal(r.stdout, '4242\n', r.stderr);
+      const st = statSync(path.join(dirs.worktreeDir, 'owned.txt'));
+      assert.deepEqual([st.uid, st.gid], [4242, 4343]);
+      await manager.stop('x');
     } finally {
       dirs.cleanup();
     }
