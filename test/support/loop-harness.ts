@@ -79,7 +79,7 @@ export async function createLoopHarness(options: LoopHarnessOptions = {}): Promi
     const engine = await createForgeEngine({
       dataDir,
       settings: () => settings,
-      log: { debug() {}, info() {}, warn: (m) => process.env.FORGE_TEST_LOG && console.warn(m), error: (m) => console.error(m) },
+      log: { debug: (m) => process.env.FORGE_TEST_LOG === 'debug' && console.warn(m), info: (m) => process.env.FORGE_TEST_LOG === 'debug' && console.warn(m), warn: (m) => process.env.FORGE_TEST_LOG && console.warn(m), error: (m) => console.error(m) },
       assetsDir: join(REPO_ROOT, 'dist'),
       agentsDir: join(REPO_ROOT, 'src/core/opencode/agents'),
       wasmPath: defaultSqlWasmPath(),

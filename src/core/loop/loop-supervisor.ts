@@ -119,6 +119,8 @@ export class LoopSupervisor {
   private disposed = false;
   /** Last seen status of each finding, to report changes as they happen. */
   private seenFindings = new Map<number, string>();
+  /** Aborted sessions whose idle we wait for before the next prompt (one prompt at a time). */
+  private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
 
@@ -337,7 +339,23 @@ export class LoopSupervisor {
     }
   }
 
+  /**
+   * Aborts a session and waits until opencode reports it idle (at most 5 s): a new session
+   * prompted while the old one is still unwinding can be interrupted along with it.
+   */
+  private async abortSession(sessionId: string): Promise<void> {
+    const settled = new Promise<void>((resolve) => {
+      this.settleWaiters.set(sessionId, resolve);
+      setTimeout(resolve, 5000).unref?.();
+    });
+    await this.client?.abort(sessionId).catch(() => {});
+    await settled;
+    this.settleWaiters.delete(sessionId);
+  }
+
   private onAgentEvent(event: AgentEvent): void {
+    if (event.type === 'session.idle') this.settleWaiters.get(event.sessionId)?.();
+    if (event.type !== 'activity') this.deps.log.debug(`[loop ${this.ref.name}] event ${event.type} ${'sessionId' in event ? event.sessionId : ''} current=${this.current?.id ?? '-'}`);
     const cur = this.current;
     if (!cur || this.ended) return;
     // Progress signals stay cheap and outside the lock (the watchdog only reads them).
@@ -363,6 +381,7 @@ export class LoopSupervisor {
       return;
     }
     if (event.type === 'session.error' && event.sessionId === cur.id) {
+      this.deps.log.debug(`[loop ${this.ref.name}] session error ${event.sessionId} ${event.error.name}: ${event.error.message.split('\n')[0]} (prompted ${Date.now() - cur.promptSentAt} ms ago, seen busy: ${cur.seenBusy})`);
       if (event.error.name === 'MessageAbortedError') return;
       void this.locked('session error', async () => {
         if (this.current?.id !== cur.id) return;
@@ -382,7 +401,7 @@ export class LoopSupervisor {
         void this.locked('retries exhausted', async () => {
           if (this.current?.id !== cur.id) return;
           this.current = undefined;
-          await this.client!.abort(cur.id).catch(() => {});
+          await this.abortSession(cur.id);
           this.finishAttempt('failed', event.message, cur.attemptId);
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: event.message }, this.limits()));
         });
@@ -492,7 +511,7 @@ export class LoopSupervisor {
         if (this.current !== cur || !cur.inFlight) return;
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `no activity for ${Math.round(quietFor / 1000)} s: re-triggering ${cur.phase}` });
         this.current = undefined;
-        await this.client!.abort(cur.id).catch(() => {});
+        await this.abortSession(cur.id);
         this.finishAttempt('failed', 'stalled', cur.attemptId);
         await this.recordUsage(cur);
         await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
@@ -501,7 +520,7 @@ export class LoopSupervisor {
       await this.locked('busy stall', async () => {
         if (this.current !== cur || !cur.inFlight) return;
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `a tool has run without progress for ${Math.round(quietFor / 1000)} s: aborting it and asking the agent to continue` });
-        await this.client!.abort(cur.id).catch(() => {});
+        await this.abortSession(cur.id);
         cur.runningTools.clear();
         await this.sendPrompt(buildContinueNudge());
       });
@@ -548,7 +567,7 @@ export class LoopSupervisor {
     const previous = this.current;
     if (previous) {
       this.current = undefined;
-      await this.client!.abort(previous.id).catch(() => {});
+      await this.abortSession(previous.id);
     }
     await this.runPhase(t.kind === 'retrigger' ? t.delayMs : 0);
   }
@@ -604,7 +623,7 @@ export class LoopSupervisor {
     const cur = this.current;
     this.current = undefined;
     if (cur) {
-      await this.client?.abort(cur.id).catch(() => {});
+      await this.abortSession(cur.id);
       this.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
       if (this.client) await this.recordUsage(cur);
     }
@@ -695,7 +714,7 @@ export class LoopSupervisor {
     this.ended = true;
     const cur = this.current;
     this.current = undefined;
-    if (cur) await this.client?.abort(cur.id).catch(() => {});
+    if (cur) await this.abortSession(cur.id);
     await this.disposeScope(false);
     const event = { type: 'loop.supervision_lost' as const, loop: this.ref };
     this.deps.emit(event);

@@ -75,10 +75,13 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   const leaseTtlMs = deps.leaseTtlMs ?? 30_000;
   const listeners = new Set<LoopRuntimeListener>();
   const supervisors = new Map<string, LoopSupervisor>();
+  /** How loops this process drove last ended, so waitForEnd after the fact still answers. */
+  const lastEnd = new Map<string, LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>();
   const key = (ref: LoopRef) => `${ref.projectId}\u0000${ref.name}`;
   let disposed = false;
 
   function emit(event: LoopRuntimeEvent): void {
+    if (event.type === 'loop.ended' || event.type === 'loop.supervision_lost') lastEnd.set(key(event.loop), event);
     for (const l of [...listeners]) {
       try {
         l(event);
@@ -132,6 +135,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   }
 
   function supervise(ref: LoopRef): LoopSupervisor {
+    lastEnd.delete(key(ref));
     const sup = new LoopSupervisor(
       {
         db: deps.db,
@@ -387,6 +391,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     isSupervising: (ref) => supervisors.has(key(ref)),
     waitForEnd(ref) {
       const sup = supervisors.get(key(ref));
+      const ended = lastEnd.get(key(ref));
+      if (!sup && ended) return Promise.resolve(ended);
       if (!sup) return Promise.reject(new LoopRuntimeError('not_running', `This process does not drive loop "${ref.name}".`));
       return sup.endedPromise;
     },

@@ -1,0 +1,117 @@
+import { strict as assert } from 'node:assert';
+import { join } from 'node:path';
+import { createForgeRepositories } from '../../../src/core/storage/repositories';
+import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
+import { hang, text, toolCall } from '../../support/scripted-model';
+
+const handoffCoder = (what = 'did the work') => toolCall('forge_loop_handoff', { decisions: what, verification: 'checked', notesForAuditor: '' });
+const handoffAuditor = (done = true) => toolCall('forge_loop_handoff', { summary: 'reviewed', done, deviations: '', followUps: '' });
+
+describe('loop lifecycle (real opencode, scripted model)', function () {
+  this.timeout(300_000);
+  let h: LoopHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('a goal loop completes after an audit with no open finding, without a final audit', async () => {
+    h = await createLoopHarness();
+    const wt = () => h!.engine.runtime.get({ projectId: h!.projectId, name: 'add-a-license-file' })!.worktreeDir!;
+    const script = sessionScript((role, nth) => {
+      if (role === 'code' && nth === 1) return [toolCall('write', { filePath: join(wt(), 'LICENSE'), content: 'MIT\n' }), handoffCoder('wrote LICENSE')];
+      if (role === 'auditor' && nth === 1) {
+        return [toolCall('forge_review_write', { file: 'GOAL', line: 0, severity: 'warning', description: 'The licence names no holder.' }), handoffAuditor(false)];
+      }
+      if (role === 'code') return [toolCall('write', { filePath: join(wt(), 'LICENSE'), content: 'MIT (c) Forge\n' }), handoffCoder('named the holder')];
+      return [toolCall('forge_review_delete', { file: 'GOAL', line: 0 }), handoffAuditor()];
+    });
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Add a license file' });
+    assert.equal(ref.name, 'add-a-license-file');
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.equal(end.type === 'loop.ended' && end.status, 'completed');
+    const repos = createForgeRepositories(h.engine.db);
+    const edges = repos.transitions.listByLoop(h.projectId, ref.name).map((t) => `${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`);
+    assert.deepEqual(edges, ['->coding', 'coding>auditing', 'auditing>coding', 'coding>auditing', 'auditing>-']);
+    assert.ok(!edges.some((e) => e.includes('final')), 'a goal has no final audit');
+    // A warning blocks a goal (no open finding at all), so the first audit was dirty.
+    assert.equal(script.counts.auditor, 2);
+    assert.equal(await h.repo.git('show', `forge/${ref.name}:LICENSE`), 'MIT (c) Forge\n');
+  });
+
+  it('ends with max_iterations when the auditor never clears', async () => {
+    h = await createLoopHarness();
+    const script = sessionScript((role, nth) =>
+      role === 'code'
+        ? [handoffCoder()]
+        : [toolCall('forge_review_write', { file: 'README.md', line: 1, severity: 'bug', description: `Still wrong (${nth}).` }), handoffAuditor(false)],
+    );
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# Never done\n## One\ndo it', maxIterations: 2 });
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end.type === 'loop.ended');
+    if (end.type !== 'loop.ended') return;
+    assert.equal(end.reason.kind, 'max_iterations');
+    assert.equal(end.status, 'errored');
+    assert.equal(script.counts.code, 2, 'two coding passes, no third');
+    const loop = h.engine.runtime.get(ref)!;
+    assert.equal(loop.terminationReason, 'max_iterations');
+    const last = createForgeRepositories(h.engine.db).transitions.last(h.projectId, ref.name)!;
+    assert.equal(last.reason, 'max_iterations');
+    assert.equal(last.toPhase, null);
+  });
+
+  // The stall time-out stays well above opencode's cold model loading (seconds on a loaded
+  // machine): aborting a session while opencode still loads the provider poisons that load.
+  it('a model that never answers is re-triggered by the watchdog, then ends with stall_timeout', async () => {
+    h = await createLoopHarness({ settings: { 'forge.loop.stallTimeoutMs': 20_000, 'forge.loop.maxConsecutiveStalls': 2 } });
+    h.model.setHandler(() => hang);
+    const ref = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# Stuck\n## One\ndo it' });
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end.type === 'loop.ended' && end.reason.kind === 'stall_timeout', JSON.stringify(end));
+    assert.equal(h.engine.runtime.get(ref)!.status, 'stalled');
+    const rows = createForgeRepositories(h.engine.db).transitions.listByLoop(h.projectId, ref.name);
+    assert.deepEqual(
+      rows.map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`),
+      ['start:->coding', 'stall:coding>coding', 'stall:coding>-'],
+    );
+    // The re-trigger ran in a fresh session.
+    const attempts = createForgeRepositories(h.engine.db).attempts.listByLoop(h.projectId, ref.name);
+    assert.equal(new Set(attempts.map((a) => a.sessionId)).size, 2);
+  });
+
+  it('cancel mid-phase, then restart: the persisted phase resumes in a fresh session and the old one gets no further prompt', async () => {
+    h = await createLoopHarness();
+    let blockFirstAudit = true;
+    const script = sessionScript((role, nth) => {
+      if (role === 'code') return [handoffCoder()];
+      if (nth === 1 && blockFirstAudit) return [hang];
+      return [handoffAuditor()];
+    });
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# Cancel me\n## One\ndo it' });
+    const firstAudit = await h.model.waitForRequest((r) => !r.toolNames.includes('write') && !r.isTitleRequest, 120_000);
+    await h.engine.runtime.cancel(ref);
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end.type === 'loop.ended' && end.status === 'cancelled');
+    const cancelled = h.engine.runtime.get(ref)!;
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal(cancelled.phase, 'auditing');
+
+    blockFirstAudit = false;
+    const before = h.model.agentRequests.length;
+    await h.engine.runtime.restart(ref);
+    const end2 = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end2.type === 'loop.ended' && end2.status === 'completed', JSON.stringify(end2));
+    const after = h.model.agentRequests.slice(before);
+    assert.ok(after.length > 0);
+    assert.ok(after.every((r) => r.sessionId !== firstAudit.sessionId), 'the cancelled session got no further prompt');
+    const rows = createForgeRepositories(h.engine.db).transitions.listByLoop(h.projectId, ref.name);
+    assert.deepEqual(
+      rows.map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`),
+      ['start:->coding', 'coder_handoff:coding>auditing', 'cancel:auditing>-', 'restart:auditing>auditing', 'audit_clean:auditing>final_auditing', 'final_audit_clean:final_auditing>-'],
+    );
+    assert.equal(text('x').kind, 'text');
+  });
+});
