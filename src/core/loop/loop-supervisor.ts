@@ -171,6 +171,11 @@ export class LoopSupervisor {
       });
       return;
     }
+    if (this.ended || this.disposed) {
+      // The loop ended (cancel) while its opencode server was starting: do not leave it running.
+      await this.agent.stop().catch(() => {});
+      return;
+    }
     this.client = this.agent.client;
     for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
     this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: (this.agent.server as { marker?: () => string }).marker?.() ?? null });

@@ -1,0 +1,135 @@
+import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { LoopRuntimeError } from '../../../src/core/loop/runtime-types';
+import { createForgeRepositories } from '../../../src/core/storage/repositories';
+import { git } from '../../support/git-repo';
+import { createLoopHarness, REPO_ROOT, sessionScript, type LoopHarness } from '../../support/loop-harness';
+import { hang } from '../../support/scripted-model';
+
+const run = promisify(execFile);
+
+function rejectsWith(code: LoopRuntimeError['code'], message: RegExp) {
+  return (e: unknown) => {
+    assert.ok(e instanceof LoopRuntimeError, `expected a LoopRuntimeError, got ${String(e)}`);
+    assert.equal(e.code, code, e.message);
+    assert.match(e.message, message);
+    return true;
+  };
+}
+
+describe('bad input: a clear message, nothing created or lost', function () {
+  this.timeout(300_000);
+  let h: LoopHarness;
+  let scratch: string;
+  before(async () => {
+    h = await createLoopHarness();
+    scratch = await mkdtemp(join(tmpdir(), 'forge-bad-'));
+  });
+  after(async () => {
+    await h?.close();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  const plan = '# P\n## One\ndo it';
+  async function nothingCreated(): Promise<void> {
+    assert.deepEqual(h.engine.runtime.list(h.projectId), [], 'no loop row');
+    const worktrees = await readdir(join(h.dataDir, 'worktrees')).catch(() => []);
+    assert.deepEqual(worktrees, [], 'no worktree');
+    const branches = (await h.repo.git('branch', '--list', 'forge/*')).trim();
+    assert.equal(branches, '', 'no loop branch');
+  }
+
+  it('a folder that is not a git repository', async () => {
+    const dir = join(scratch, 'plain');
+    await run('mkdir', ['-p', dir]);
+    await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: dir, planText: plan }), rejectsWith('workspace', /not a git repository|git init/i));
+    await nothingCreated();
+  });
+
+  it('a repository with no commit', async () => {
+    const dir = join(scratch, 'empty-repo');
+    await run('mkdir', ['-p', dir]);
+    await git(dir, 'init', '-q');
+    await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: dir, planText: plan }), rejectsWith('workspace', /commit/i));
+    await nothingCreated();
+  });
+
+  it('a path that does not exist', async () => {
+    await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: join(scratch, 'nope'), planText: plan }), rejectsWith('workspace', /nope/));
+    await nothingCreated();
+  });
+
+  it('an empty plan and a binary file as plan', async () => {
+    await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: ' \n\n', planSource: 'plan.md' }), rejectsWith('bad_plan', /plan\.md is empty/));
+    await assert.rejects(
+      h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: 'PNG\u0000\u0001IHDR', planSource: 'logo.png' }),
+      rejectsWith('bad_plan', /logo\.png looks like a binary file/),
+    );
+    await assert.rejects(h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: '   ' }), rejectsWith('bad_request', /goal is empty/));
+    await nothingCreated();
+  });
+
+  it('a name that would escape the data folder', async () => {
+    for (const name of ['../evil', '/abs', 'a/../../b', '..']) {
+      await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan, name }), rejectsWith('bad_name', /./));
+    }
+    await nothingCreated();
+  });
+
+  it('an existing loop branch at another commit is an error, never reused', async () => {
+    await h.repo.git('branch', 'forge/taken');
+    await writeFile(join(h.repo.dir, 'later.txt'), 'x\n');
+    await h.repo.git('add', '-A');
+    await h.repo.git('commit', '-q', '-m', 'later');
+    await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan, name: 'taken' }), rejectsWith('workspace', /forge\/taken/));
+    assert.deepEqual(h.engine.runtime.list(h.projectId), [], 'the reservation was given back');
+    const tip = (await h.repo.git('rev-parse', 'forge/taken')).trim();
+    assert.equal(tip, (await h.repo.git('rev-parse', 'HEAD~1')).trim(), 'the branch is untouched');
+    await h.repo.git('branch', '-D', 'forge/taken');
+  });
+
+  it('the CLI reports bad input with exit code 2 and the message', async () => {
+    const cli = join(REPO_ROOT, 'dist/cli.cjs');
+    const emptyPlan = join(scratch, 'empty.md');
+    await writeFile(emptyPlan, '\n');
+    const r = await run(process.execPath, [cli, 'run', emptyPlan, '--repo', h.repo.dir, '--data-dir', h.dataDir]).catch((e) => e);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /empty\.md is empty/);
+    const missing = await run(process.execPath, [cli, 'run', join(scratch, 'missing.md'), '--repo', h.repo.dir, '--data-dir', h.dataDir]).catch((e) => e);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /missing\.md does not exist/);
+    const notRepo = await run(process.execPath, [cli, 'status', '--repo', scratch, '--data-dir', h.dataDir]).catch((e) => e);
+    assert.equal(notRepo.code, 2);
+    assert.match(notRepo.stderr, /git/i);
+  });
+
+  it('30 sections run as 24 (and it says so); restart of a completed loop is refused; restart with worktree and branch gone says why', async () => {
+    h.model.setHandler(sessionScript(() => [hang]).handler);
+    const sections = Array.from({ length: 30 }, (_, i) => `## Step ${i + 1}\nDo step ${i + 1}.`).join('\n');
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: `# Thirty\n${sections}`, name: 'thirty' });
+    assert.equal(started.notices.length, 1);
+    assert.match(started.notices[0]!, /30 sections; Forge runs at most 24/);
+    const repos = createForgeRepositories(h.engine.db);
+    assert.equal(repos.sectionPlans.list(h.projectId, 'thirty').length, 24);
+    await h.engine.runtime.cancel(started);
+    await h.engine.runtime.waitForEnd(started);
+
+    // Completed loops are history.
+    repos.loops.update(h.projectId, 'thirty', { status: 'completed', terminationReason: 'completed' });
+    await assert.rejects(h.engine.runtime.restart(started), rejectsWith('completed', /completed loops are history/));
+    repos.loops.update(h.projectId, 'thirty', { status: 'cancelled', terminationReason: 'cancelled' });
+
+    // Worktree and branch gone: the restart says so and changes nothing.
+    const loop = h.engine.runtime.get(started)!;
+    await h.repo.git('worktree', 'remove', '--force', loop.worktreeDir!);
+    await h.repo.git('branch', '-D', 'forge/thirty');
+    const transitions = repos.transitions.listByLoop(h.projectId, 'thirty').length;
+    await assert.rejects(h.engine.runtime.restart(started), rejectsWith('workspace', /cannot restart/));
+    assert.equal(h.engine.runtime.get(started)!.status, 'cancelled');
+    assert.equal(repos.transitions.listByLoop(h.projectId, 'thirty').length, transitions);
+  });
+});
