@@ -22,6 +22,8 @@ const eventsOf = (h: OpencodeHarness, sessionId: string, from = 0) =>
   h.events.slice(from).filter((e): e is AgentEvent & { sessionId: string } => 'sessionId' in e && e.sessionId === sessionId);
 
 describe('opencode sessions through Forge (real opencode, real git, real sql.js)', function () {
+  // Generous bound for a loaded 2-core machine; it only stops a hung test, it measures nothing.
+  this.timeout(600_000);
   let dataDir: string;
   let db: ForgeDatabase;
   let repos: ForgeRepositories;
