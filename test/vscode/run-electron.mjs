@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createGitWorkspace } from './run-host.mjs';
+import { createGitWorkspace, writeWorkspaceFile } from './run-host.mjs';
 import { vscodeTestRun } from './runs.mjs';
 
 const root = realpathSync(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
@@ -25,6 +25,7 @@ const { publisher, name } = JSON.parse(readFileSync(join(root, 'package.json'), 
 
 const runDir = mkdtempSync(join(tmpdir(), `forge-vscode-electron-${run.name}-`));
 const workspaceFolder = createGitWorkspace(join(runDir, 'workspace'));
+const workspaceFile = run.multiRoot ? writeWorkspaceFile(runDir, workspaceFolder) : null;
 const userDataDir = join(runDir, 'user-data');
 mkdirSync(join(userDataDir, 'User'), { recursive: true });
 writeFileSync(
@@ -41,13 +42,14 @@ try {
     ...(values.vscode ? { vscodeExecutablePath: values.vscode } : {}),
     extensionDevelopmentPath: root,
     extensionTestsPath: join(root, 'out/vscode-suite/index.cjs'),
-    launchArgs: [workspaceFolder, '--user-data-dir', userDataDir, '--disable-extensions', ...(run.trusted ? ['--disable-workspace-trust'] : [])],
+    launchArgs: [workspaceFile ?? workspaceFolder, '--user-data-dir', userDataDir, '--disable-extensions', ...(run.trusted ? ['--disable-workspace-trust'] : [])],
     extensionTestsEnv: {
       ...run.env,
       FORGE_VSCODE_HARNESS: JSON.stringify({
         run: run.name,
         host: 'electron',
         workspaceFolder,
+        workspaceFile,
         extensionId: `${publisher}.${name}`,
         extensionPath: root,
         trusted: run.trusted,

@@ -156,6 +156,7 @@ export async function runVsCodeTests(options = {}) {
     // model server) and hand their address to the tests as environment variables.
     const setup = (await guard(Promise.resolve(runConfig.setup?.({ workspaceFolder, runDir })))) ?? {};
     if (setup.teardown) cleanups.push(setup.teardown);
+    const workspaceFile = runConfig.multiRoot ? writeWorkspaceFile(runDir, workspaceFolder) : null;
     const extraEnv = {
       ...runConfig.env,
       ...(setup.env ?? {}),
@@ -180,6 +181,7 @@ export async function runVsCodeTests(options = {}) {
           run: runConfig.name,
           host: 'code-server',
           workspaceFolder,
+          workspaceFile,
           extensionId,
           extensionPath,
           trusted,
@@ -246,7 +248,8 @@ export async function runVsCodeTests(options = {}) {
       ['extensionTestsPath', `vscode-remote://${authority}${testsPath}`],
       ['skipWelcome', 'true'],
     ];
-    const url = `http://${authority}/?folder=${encodeURIComponent(workspaceFolder)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
+    const opened = workspaceFile ? `workspace=${encodeURIComponent(workspaceFile)}` : `folder=${encodeURIComponent(workspaceFolder)}`;
+    const url = `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
     // The time-out and a crash also interrupt a page load that hangs.
     await Promise.race([page.goto(url, { waitUntil: 'domcontentloaded', timeout: 180_000 }), outcome]);
     say('workbench opened; waiting for the extension tests');
@@ -304,6 +307,13 @@ function extensionIdOf(extensionPath) {
 }
 
 /** A fresh git repository with one commit on `main`, as the extension's tests need. */
+/** A `.code-workspace` file in `runDir` whose one folder is `workspaceFolder` (runs with `multiRoot`). */
+export function writeWorkspaceFile(runDir, workspaceFolder) {
+  const file = join(runDir, 'forge-test.code-workspace');
+  writeFileSync(file, JSON.stringify({ folders: [{ path: workspaceFolder }], settings: {} }, null, 2));
+  return file;
+}
+
 export function createGitWorkspace(dir) {
   mkdirSync(dir, { recursive: true });
   const git = (...args) =>

@@ -10,6 +10,8 @@
  * @property {string} description
  * @property {boolean} trusted                  open the workspace trusted, or in restricted mode
  * @property {Record<string, string>} env       extra environment of code-server, and so of the extension host
+ * @property {boolean} [multiRoot]              open the workspace folder through a `.code-workspace` file (a multi-root
+ *   workspace), so that tests may add folders: VS Code refuses to turn a single-folder window into a workspace under test
  * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void }>} [setup]
  *   runs before code-server starts, after the workspace (a fresh git repository unless --workspace)
  *   exists: may add files to it or start helpers (e.g. a scripted model server) whose
@@ -24,6 +26,13 @@ export const vscodeTestRuns = [
     trusted: true,
     // Proves that the environment of a run reaches the extension host (harness.test.ts).
     env: { FORGE_VSCODE_ENV_PROBE: 'reaches-the-extension-host' },
+  },
+  {
+    name: 'workspace',
+    description: 'trusted fresh git repository opened as a multi-root workspace (.code-workspace file)',
+    trusted: true,
+    multiRoot: true,
+    env: {},
   },
   {
     name: 'untrusted',

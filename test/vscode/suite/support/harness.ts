@@ -13,6 +13,8 @@ export interface HarnessInfo {
   host: 'code-server' | 'electron';
   /** Absolute path of the folder the harness opened as the workspace. */
   workspaceFolder: string;
+  /** The `.code-workspace` file the folder was opened through (runs with `multiRoot`), else null/absent. */
+  workspaceFile?: string | null;
   /** `publisher.name` of the extension under development. */
   extensionId: string;
   /** Absolute path of the extension under development (extensionDevelopmentPath). */
