@@ -5,11 +5,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ForgeSettings } from './config/settings';
 import { createLoopToolBackend } from './loop/tool-backend';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
-import type { EngineLog, StoredLoopExtras } from './loop/loop-supervisor';
+import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
 import type { LoopRuntime } from './loop/runtime-types';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
@@ -17,7 +18,23 @@ import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
-import { buildImage, prepareOpencodeSandbox, resolveSandboxRuntime, SandboxManager, type SandboxRuntime } from './sandbox';
+import {
+  AUTO_DRIVER_ORDER,
+  buildImage,
+  createSandboxRuntime,
+  prepareOpencodeSandbox,
+  removeOpencodeSandboxShims,
+  SANDBOX_DRIVER_NAMES,
+  SandboxManager,
+  sandboxPrefixForDataDir,
+  selectDriver,
+  type LoopSandboxRequest,
+  type SandboxAvailability,
+  type SandboxDriverName,
+  type SandboxLimits,
+  type SandboxRuntime,
+  type SandboxState,
+} from './sandbox';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
 import { createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
@@ -89,61 +106,150 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   let embeddedConfig: Record<string, unknown> | null = null;
   const baseEnv = () => ({ ...(options.env ?? process.env) });
 
-  const sandboxRuntime = (() => {
-    let cached: Promise<{ runtime: SandboxRuntime | null; reason: string | null; driver: string | null }> | undefined;
-    return () =>
-      (cached ??= resolveSandboxRuntime(options.settings()['forge.sandbox.driver'], { dataDir, env: baseEnv() }).then(({ selection, runtime }) => ({
-        runtime,
-        driver: runtime?.driver ?? null,
-        reason: selection.ok ? null : selection.reason,
-      })));
-  })();
-  let sandboxManager: SandboxManager | undefined;
-  async function manager(): Promise<SandboxManager> {
-    if (sandboxManager) return sandboxManager;
-    const { runtime, reason } = await sandboxRuntime();
-    if (!runtime) throw new Error(reason ?? 'No sandbox driver is available: install docker, podman or bubblewrap.');
-    sandboxManager = new SandboxManager({
-      runtime,
-      isLoopRunning: (name) => isRunningAnywhere(name),
-      onWarning: (m) => log.warn(`[sandbox] ${m}`),
-    });
-    return sandboxManager;
+  // ---- Sandbox -------------------------------------------------------------------------
+  // One runtime and one manager per driver, made on first use with the engine's environment
+  // (DOCKER_HOST, CONTAINER_HOST reach the user's engine). A loop keeps the driver, network,
+  // limits and image it started with (stored in its state): a setting changed later applies
+  // to new loops only, and never makes Forge look for a running loop's sandbox in another engine.
+  const shimRoot = join(dataDir, 'sandbox-shims');
+  const sandboxPrefix = sandboxPrefixForDataDir(dataDir);
+  const sandboxRuntimes = new Map<SandboxDriverName, SandboxRuntime>();
+  const sandboxManagers = new Map<SandboxDriverName, SandboxManager>();
+  function sandboxRuntimeFor(driver: SandboxDriverName): SandboxRuntime {
+    let rt = sandboxRuntimes.get(driver);
+    if (!rt) {
+      rt = createSandboxRuntime(driver, { dataDir, env: baseEnv() });
+      sandboxRuntimes.set(driver, rt);
+    }
+    return rt;
+  }
+  function sandboxManagerFor(driver: SandboxDriverName): SandboxManager {
+    let m = sandboxManagers.get(driver);
+    if (!m) {
+      m = new SandboxManager({
+        runtime: sandboxRuntimeFor(driver),
+        prefix: sandboxPrefix,
+        isLoopRunning: (name) => isRunningAnywhere(name),
+        onWarning: (message) => log.warn(`[sandbox] ${message}`),
+      });
+      sandboxManagers.set(driver, m);
+    }
+    return m;
+  }
+  type DriverResolution = { driver: SandboxDriverName | null; reason: string | null };
+  let driverResolution: { setting: string; result: Promise<DriverResolution> } | undefined;
+  /**
+   * The driver `forge.sandbox.driver` picks now. Resolved again whenever the setting
+   * changes; a failed resolution is not kept, so an engine started later is found.
+   */
+  function resolveSandboxDriver(): Promise<DriverResolution> {
+    const setting = options.settings()['forge.sandbox.driver'];
+    if (driverResolution?.setting !== setting) {
+      const entry = { setting, result: probeSandboxDriver(setting) };
+      driverResolution = entry;
+      void entry.result.then((r) => {
+        if (!r.driver && driverResolution === entry) driverResolution = undefined;
+      });
+    }
+    return driverResolution!.result;
+  }
+  async function probeSandboxDriver(setting: string): Promise<DriverResolution> {
+    const candidates: SandboxDriverName[] =
+      setting === 'auto' ? [...AUTO_DRIVER_ORDER] : (SANDBOX_DRIVER_NAMES as readonly string[]).includes(setting) ? [setting as SandboxDriverName] : [];
+    const probes: Partial<Record<SandboxDriverName, SandboxAvailability>> = {};
+    for (const d of candidates) {
+      const probe = await sandboxRuntimeFor(d)
+        .checkAvailable()
+        .catch((e: Error): SandboxAvailability => ({ available: false, reason: e.message }));
+      probes[d] = probe;
+      if (probe.available) break;
+    }
+    const selection = selectDriver(setting, probes);
+    return selection.ok ? { driver: selection.driver, reason: null } : { driver: null, reason: selection.reason };
   }
   function isRunningAnywhere(name: string): boolean {
     const rows = db.query('SELECT status FROM loops WHERE name = ?', [name]);
     return rows.some((r) => r.status === 'running' || r.status === 'starting');
   }
-  function sandboxRequest(loop: LoopRow, extras: StoredLoopExtras) {
+  /** The sandbox a loop runs with: stored at its start, or (a loop from before) taken from the settings now. */
+  async function loopSandboxConfig(loop: LoopRow): Promise<LoopSandboxConfig> {
+    const stored = loop.state[LOOP_SANDBOX_STATE_KEY] as LoopSandboxConfig | undefined;
+    if (stored && typeof stored === 'object' && (SANDBOX_DRIVER_NAMES as readonly string[]).includes(stored.driver)) return stored;
+    const { driver, reason } = await resolveSandboxDriver();
+    if (!driver) throw new Error(reason ?? 'No sandbox driver is available: install docker, podman or bubblewrap.');
     const s = options.settings();
-    return {
-      loopName: loop.name,
-      worktreeDir: loop.worktreeDir!,
-      gitCommonDir: extras.gitCommonDir,
+    const config: LoopSandboxConfig = {
+      driver,
       network: s['forge.sandbox.network'],
       limits: { cpus: s['forge.sandbox.cpus'], memoryMb: s['forge.sandbox.memoryMb'], pids: s['forge.sandbox.pidsLimit'] },
       image: s['forge.sandbox.image'],
     };
+    repos.loops.mergeState(loop.projectId, loop.name, { [LOOP_SANDBOX_STATE_KEY]: config });
+    return config;
+  }
+  function sandboxRequest(loop: LoopRow, extras: StoredLoopExtras, config: LoopSandboxConfig): LoopSandboxRequest {
+    return {
+      loopName: loop.name,
+      worktreeDir: loop.worktreeDir!,
+      gitCommonDir: extras.gitCommonDir,
+      network: config.network,
+      limits: config.limits,
+      image: config.image,
+    };
   }
   const sandboxPort: LoopSandboxPort = {
     async prepare(loop, extras, resume) {
-      const m = await manager();
-      const handle = resume ? await m.restore(sandboxRequest(loop, extras)) : await m.ensureRunning(sandboxRequest(loop, extras));
-      const additions = await prepareOpencodeSandbox(handle, { shimRoot: join(dataDir, 'sandbox-shims'), basePath: baseEnv().PATH });
-      return { env: additions.env, config: additions.config };
+      const config = await loopSandboxConfig(loop);
+      const m = sandboxManagerFor(config.driver);
+      const request = sandboxRequest(loop, extras, config);
+      try {
+        const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
+        const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
+        return { env: additions.env, config: additions.config };
+      } catch (error) {
+        // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
+        if (!resume) {
+          await m.stop(loop.name).catch(() => undefined);
+          await removeOpencodeSandboxShims(shimRoot, m.sandboxName(loop.name)).catch(() => undefined);
+        }
+        throw error;
+      }
     },
     async check(loop) {
-      const m = await manager();
-      if (!(await m.isLive(loop.name))) {
-        throw new Error(`The sandbox of loop "${loop.name}" is gone or broken; Forge will not run the agent's commands on the host. Restart the loop to create a new sandbox.`);
+      const config = await loopSandboxConfig(loop);
+      const m = sandboxManagerFor(config.driver);
+      const name = m.sandboxName(loop.name);
+      const state = await m.runtime.state(name);
+      if (state === 'running') return;
+      if (state === 'stopped') {
+        // Stopped is reusable (an engine restart stops containers): start it again in place.
+        log.info(`[sandbox] ${name} was stopped; starting it again for loop ${loop.name}`);
+        await m.ensureRunning(sandboxRequest(loop, readExtras(loop), config));
+        return;
       }
+      throw new Error(describeSandboxLoss(loop.name, config.driver, name, state));
     },
     async release(loop, ended) {
-      const m = await manager();
-      if (ended) {
+      // Another process took the loop over (ended = false): its sandbox stays for it.
+      if (!ended) return;
+      const config = await loopSandboxConfig(loop);
+      const m = sandboxManagerFor(config.driver);
+      let stopError: unknown;
+      try {
         await m.stop(loop.name);
-        await m.cleanupOrphans().catch((e) => log.warn(`[sandbox] orphan cleanup: ${String(e)}`));
+      } catch (error) {
+        stopError = error;
       }
+      // The loop's opencode server is gone by now; its shims only ever failed without the sandbox.
+      await removeOpencodeSandboxShims(shimRoot, m.sandboxName(loop.name)).catch((e) => log.warn(`[sandbox] removing shims: ${String(e)}`));
+      try {
+        const removed = await m.cleanupOrphans();
+        for (const name of removed) await removeOpencodeSandboxShims(shimRoot, name).catch(() => undefined);
+        if (removed.length > 0) log.info(`[sandbox] removed sandboxes of finished loops: ${removed.join(', ')}`);
+      } catch (error) {
+        log.warn(`[sandbox] orphan cleanup: ${String(error)}`);
+      }
+      if (stopError) throw stopError;
     },
   };
 
@@ -221,16 +327,21 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       return () => listeners.delete(listener);
     },
     async providers(repoPath) {
+      // opencode writes into its working folder ($schema, .opencode/.gitignore): list models
+      // from a folder of Forge's own, never from the user's repository.
+      void repoPath;
+      const probeDir = join(dataDir, 'provider-probe');
+      await mkdir(probeDir, { recursive: true });
       const env = baseEnv();
       const server = await startSupervisedOpencode({
         binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
-        cwd: repoPath,
+        cwd: probeDir,
         baseEnv: env,
         extraEnv: options.opencodeExtraEnv,
         restart: { maxAttempts: 0 },
       });
       try {
-        const client = createSdkAgentClient({ server, directory: repoPath });
+        const client = createSdkAgentClient({ server, directory: probeDir });
         try {
           return await client.providers();
         } finally {
@@ -241,12 +352,12 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       }
     },
     async sandboxStatus() {
-      const { runtime: rt, reason, driver } = await sandboxRuntime();
-      return { available: rt !== null, driver, reason: rt ? null : reason };
+      const { driver, reason } = await resolveSandboxDriver();
+      return { available: driver !== null, driver, reason };
     },
     async buildSandboxImage(onLog, signal) {
-      const { runtime: rt } = await sandboxRuntime();
-      const engine = rt?.driver === 'podman' ? 'podman' : 'docker';
+      const { driver } = await resolveSandboxDriver();
+      const engine = driver === 'podman' ? 'podman' : 'docker';
       await buildImage({
         engine,
         contextDir: options.containerDir ?? join(options.assetsDir, '..', 'container'),
@@ -266,6 +377,27 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       await db.close();
     },
   };
+}
+
+/** Where a loop keeps the sandbox it started with, in its stored state. */
+const LOOP_SANDBOX_STATE_KEY = 'sandboxConfig';
+
+interface LoopSandboxConfig {
+  driver: SandboxDriverName;
+  network: boolean;
+  limits: SandboxLimits;
+  image: string;
+}
+
+/** Why a loop cannot go on sandboxed, for the loop's end reason: what happened, that nothing ran on the host, what to do. */
+function describeSandboxLoss(loopName: string, driver: SandboxDriverName, name: string, state: SandboxState): string {
+  const what =
+    state === 'missing'
+      ? `is gone: the ${driver} sandbox "${name}" no longer exists (it was removed outside Forge)`
+      : state === 'unknown'
+        ? `cannot be checked: the ${driver} engine did not answer about "${name}"`
+        : `is not usable: the ${driver} sandbox "${name}" is ${state}`;
+  return `The sandbox of loop "${loopName}" ${what}. Forge stopped the loop instead of running the agent's commands on the host; nothing ran on the host. Restart the loop to create a new sandbox${state === 'unknown' ? ' once the engine answers' : ''}.`;
 }
 
 function parseJsonObject(text: string | undefined): Record<string, unknown> {

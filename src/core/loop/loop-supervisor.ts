@@ -11,7 +11,6 @@
 import type { AgentClient, AgentEvent, ModelRef } from '../opencode/agent-client';
 import { parseModelRef } from '../opencode/agent-client';
 import type { LoopOpencode } from '../opencode/loop-opencode';
-import { buildLoopPermissionRuleset } from '../opencode/permissions';
 import { attachPermissionResponder } from '../opencode/permission-responder';
 import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES } from '../opencode/forge-tools';
@@ -178,13 +177,13 @@ export class LoopSupervisor {
     }
     this.client = this.agent.client;
     for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
-    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: (this.agent.server as { marker?: () => string }).marker?.() ?? null });
+    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: this.agent.server.marker() ?? null });
     const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
     const detachPermissions = attachPermissionResponder({
       client: this.client,
       resolve: (root) =>
         this.current && root === this.current.id
-          ? { role: this.current.role, worktreeDir: loop.worktreeDir!, userDenyRules: extras.userDenyRules }
+          ? this.agent!.permissionOptions(this.current.role, extras.userDenyRules)
           : undefined,
       log: (entry) => this.deps.log.info(`[loop ${this.ref.name}] permission ${JSON.stringify(entry)}`),
       onError: (e) => this.deps.log.warn(`[loop ${this.ref.name}] permission reply failed: ${String(e)}`),
@@ -197,7 +196,8 @@ export class LoopSupervisor {
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${e.error}` }, this.limits()));
         });
       } else if (e.type === 'started' && e.generation > 1) {
-        this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null });
+        // A restarted server has a new marker too: a takeover must find its processes, not the dead one's.
+        this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null, opencodeMarker: e.marker ?? null });
         // In-flight work died with the old process: the phase restarts in a fresh session.
         void this.locked('opencode restarted', async () => {
           if (!this.current) return;
@@ -291,7 +291,7 @@ export class LoopSupervisor {
         title: `Forge ${loop.name} · ${phase} · iteration ${state.iteration}`,
         agent: FORGE_AGENT_NAMES[role],
         ...(model ? { model } : {}),
-        permission: buildLoopPermissionRuleset({ role, worktreeDir: loop.worktreeDir!, userDenyRules: readExtras(loop).userDenyRules }),
+        permission: this.agent!.permissionRuleset(role, readExtras(loop).userDenyRules),
       });
       sessionId = created.id;
     } catch (error) {
