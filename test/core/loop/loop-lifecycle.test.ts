@@ -40,6 +40,36 @@ describe('loop lifecycle (real opencode, scripted model)', function () {
     assert.equal(await h.repo.git('show', `forge/${ref.name}:LICENSE`), 'MIT (c) Forge\n');
   });
 
+  it('unsectioned plan: a missed handoff is reminded, the post action runs, and the branch fast-forwards the base', async () => {
+    h = await createLoopHarness({ settings: { 'forge.loop.postAction': 'Add a CHANGELOG line.', 'forge.loop.merge': 'fast-forward' } });
+    const wt = () => h!.engine.runtime.get({ projectId: h!.projectId, name: 'notes' })!.worktreeDir!;
+    const script = sessionScript((role, nth, request) => {
+      if (role === 'code' && nth === 1) {
+        // Ends its first turn without a handoff; Forge reminds it in the same session.
+        return [toolCall('write', { filePath: join(wt(), 'NOTES.md'), content: '# Notes\n' }), text('All done, I think.'), handoffCoder('wrote NOTES.md')];
+      }
+      if (role === 'code' && request.lastUserText.includes('post action')) {
+        return [toolCall('write', { filePath: join(wt(), 'CHANGELOG.md'), content: '- notes\n' }), handoffCoder('changelog')];
+      }
+      return [handoffAuditor()];
+    });
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: 'Loop Name: notes\nWrite NOTES.md with a title.' });
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end.type === 'loop.ended' && end.status === 'completed', JSON.stringify(end));
+    const reminder = h.model.agentRequests.find((r) => r.lastUserText.includes('You stopped without calling'));
+    assert.ok(reminder, 'the coder was reminded to hand off');
+    const rows = createForgeRepositories(h.engine.db).transitions.listByLoop(h.projectId, ref.name);
+    assert.deepEqual(
+      rows.map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`),
+      ['start:->coding', 'coder_handoff:coding>auditing', 'audit_clean:auditing>final_auditing', 'final_audit_clean:final_auditing>post_action', 'post_action_done:post_action>-'],
+    );
+    // Completed with merge = fast-forward: the user's main branch now holds the loop's work.
+    assert.equal((await h.repo.git('rev-parse', 'main')).trim(), (await h.repo.git('rev-parse', 'forge/notes')).trim());
+    assert.equal(await h.repo.git('show', 'main:CHANGELOG.md'), '- notes\n');
+    assert.ok(end.type === 'loop.ended' && /fast-forward/i.test(end.merge ?? ''), String(end.type === 'loop.ended' && end.merge));
+  });
+
   it('ends with max_iterations when the auditor never clears', async () => {
     h = await createLoopHarness();
     const script = sessionScript((role, nth) =>
