@@ -176,7 +176,11 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
       'div',
       { class: 'facts' },
       statusChip(detail.status),
-      running ? h('span', {}, ` ${PHASES[detail.phase] ?? detail.phase}`) : detail.terminationReason ? h('span', { class: 'muted' }, ` ${detail.terminationReason}`) : null,
+      running
+        ? h('span', {}, ` ${PHASES[detail.phase] ?? detail.phase}`)
+        : detail.terminationReason && detail.terminationReason !== detail.status
+          ? h('span', { class: 'muted' }, ` ${detail.terminationReason}`)
+          : null,
       h('span', { class: 'muted' }, ` · ${detail.kind} loop ${detail.key.name} · iteration ${detail.iteration}/${detail.maxIterations > 0 ? detail.maxIterations : '∞'}`),
       detail.sandbox ? h('span', { class: 'muted' }, ' · sandboxed') : null,
       h('span', { class: 'muted' }, detail.supervision === 'this-window' ? ' · driven by this window' : detail.supervision === 'elsewhere' ? ' · driven by another window or process' : ''),

@@ -59,7 +59,7 @@ export function buildLoopDiagnostics(worktreeDir: string, findings: readonly Dia
     }
     const file = path.join(worktreeDir, f.file);
     // The tool backend refuses paths outside the worktree; a row that still points outside is not shown as if it were inside.
-    if (!file.startsWith(worktreeDir)) continue;
+    if (!file.startsWith(worktreeDir.endsWith(path.sep) ? worktreeDir : worktreeDir + path.sep)) continue;
     let list = byFile.get(file);
     if (!list) {
       list = [];

@@ -5,6 +5,7 @@ import type { ForgeLog } from './log';
 import { loopKey, type LoopsModel } from './loops-model';
 
 export const DIAGNOSTIC_SOURCE = 'Forge';
+const LINE_END = 10_000;
 
 export interface FindingRef {
   readonly projectId: string;
@@ -13,7 +14,8 @@ export interface FindingRef {
 }
 
 function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
-  const range = new vscode.Range(spec.line, 0, spec.line, Number.MAX_SAFE_INTEGER);
+  // The whole line: the editor clamps the end to the line's length (a finding does not know it).
+  const range = new vscode.Range(spec.line, 0, spec.line, LINE_END);
   const diagnostic = new vscode.Diagnostic(
     range,
     spec.message,

@@ -8,12 +8,23 @@ import { isInsideFolder } from './projects';
 export type OpenWorktreeMode = 'add-folder' | 'new-window' | 'never';
 
 /**
+ * Whether adding a folder makes VS Code enter a new (untitled) workspace: in a single-folder
+ * or empty window it does, and that restarts every extension, which stops the loops this
+ * window drives (microsoft/vscode#165010). In a multi-root workspace it does not.
+ */
+export function addingFolderRestartsExtensions(): boolean {
+  return vscode.workspace.workspaceFile === undefined;
+}
+
+/**
  * Loop worktrees as workspace folders (setting `forge.openWorktree`). A worktree folder
  * gets a per-loop watcher on its directory; when the worktree is cleaned up (the loop's
- * `cleanupWorktree`, or removed by hand) the folder leaves the workspace.
+ * `cleanupWorktree`, or removed by hand) the folder leaves the workspace. In a window where
+ * adding a folder would restart the extensions, the folder is offered when the loop ends.
  */
 export class WorktreeFolders implements vscode.Disposable {
   private readonly watchers = new Map<string, vscode.Disposable>();
+  private readonly deferred = new Map<string, { loopName: string; worktreeDir: string }>();
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(
@@ -23,12 +34,28 @@ export class WorktreeFolders implements vscode.Disposable {
   ) {
     this.subscriptions.push(
       model.onDidChange(() => this.pruneMissing()),
+      model.onRuntimeEvent((event) => {
+        if (event.type === 'loop.ended') void this.offerDeferred(`${event.loop.projectId}/${event.loop.name}`);
+      }),
       vscode.workspace.onDidChangeWorkspaceFolders(() => this.syncWatchers()),
     );
   }
 
-  /** Opens a loop's worktree as the setting says. Returns what it did. */
-  async open(loopName: string, worktreeDir: string, mode: OpenWorktreeMode): Promise<'added' | 'present' | 'new-window' | 'none'> {
+  /** Loops this window drives right now (they stop if the extensions restart). */
+  drivenHere(): number {
+    return this.model.summaries().filter((s) => s.supervisedHere && (s.loop.status === 'running' || s.loop.status === 'starting')).length;
+  }
+
+  /**
+   * Opens a loop's worktree as the setting says. `deferred`: adding it now would restart the
+   * extensions and stop running loops, so it is offered when the loop ends.
+   */
+  async open(
+    loop: { projectId: string; name: string },
+    worktreeDir: string,
+    mode: OpenWorktreeMode,
+    options: { deferWhileDriving?: boolean } = {},
+  ): Promise<'added' | 'present' | 'new-window' | 'deferred' | 'none'> {
     if (mode === 'never') return 'none';
     const uri = vscode.Uri.file(worktreeDir);
     if (mode === 'new-window') {
@@ -37,23 +64,47 @@ export class WorktreeFolders implements vscode.Disposable {
     }
     const folders = vscode.workspace.workspaceFolders ?? [];
     if (folders.some((f) => f.uri.fsPath === uri.fsPath)) return 'present';
-    const added = new Promise<void>((resolve) => {
+    if (options.deferWhileDriving && addingFolderRestartsExtensions() && this.drivenHere() > 0) {
+      this.deferred.set(`${loop.projectId}/${loop.name}`, { loopName: loop.name, worktreeDir });
+      this.log.info(`worktree ${worktreeDir}: added to the workspace when loop ${loop.name} ends (adding it now would restart the extensions)`);
+      return 'deferred';
+    }
+    const added = new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        sub.dispose();
+        resolve(false);
+      }, 15_000);
       const sub = vscode.workspace.onDidChangeWorkspaceFolders((e) => {
         if (e.added.some((f) => f.uri.fsPath === uri.fsPath)) {
+          clearTimeout(timer);
           sub.dispose();
-          resolve();
+          resolve(true);
         }
       });
-      setTimeout(() => {
-        sub.dispose();
-        resolve();
-      }, 10_000);
     });
-    const ok = vscode.workspace.updateWorkspaceFolders(folders.length, 0, { uri, name: `Forge: ${loopName}` });
+    const ok = vscode.workspace.updateWorkspaceFolders(folders.length, 0, { uri, name: `Forge: ${loop.name}` });
     if (!ok) throw new Error(`VS Code refused to add ${worktreeDir} to the workspace.`);
-    await added;
+    if (!(await added)) throw new Error(`VS Code did not add ${worktreeDir} to the workspace.`);
     this.log.info(`added worktree ${worktreeDir} to the workspace`);
     return 'added';
+  }
+
+  private async offerDeferred(key: string): Promise<void> {
+    const pending = this.deferred.get(key);
+    if (!pending) return;
+    this.deferred.delete(key);
+    if (!existsSync(pending.worktreeDir)) return;
+    const still = this.drivenHere();
+    const choice = await vscode.window.showInformationMessage(
+      `Forge: loop "${pending.loopName}" ended. Add its worktree to the workspace?${still > 0 ? ` This restarts the extensions and stops the ${still} loop${still === 1 ? '' : 's'} this window still drives.` : ''}`,
+      'Add to Workspace',
+      'Open in New Window',
+    );
+    if (choice === 'Add to Workspace') {
+      vscode.workspace.updateWorkspaceFolders((vscode.workspace.workspaceFolders ?? []).length, 0, { uri: vscode.Uri.file(pending.worktreeDir), name: `Forge: ${pending.loopName}` });
+    } else if (choice === 'Open in New Window') {
+      await vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(pending.worktreeDir), { forceNewWindow: true });
+    }
   }
 
   /** Workspace folders that are Forge worktrees. */

@@ -109,17 +109,25 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     for (const notice of started.notices) void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
     ctx.loops.refresh();
 
+    await ctx.loops.refreshNow();
     const row = engine.runtime.get(ref);
+    let opened: Awaited<ReturnType<typeof ctx.worktreeFolders.open>> = 'none';
     if (row?.worktreeDir) {
       try {
-        await ctx.worktreeFolders.open(started.name, row.worktreeDir, ctx.settings.get()['forge.openWorktree']);
+        opened = await ctx.worktreeFolders.open(ref, row.worktreeDir, ctx.settings.get()['forge.openWorktree'], { deferWhileDriving: true });
       } catch (error) {
         ctx.notifier.error(`Forge could not open the worktree of ${started.name}`, error);
       }
     }
-    void ctx.notifier.info(`Forge: loop "${started.name}" started.`, 'Open Dashboard', 'Show Log').then((choice) => {
+    const message =
+      opened === 'deferred'
+        ? `Forge: loop "${started.name}" started in ${row?.worktreeDir}. Forge offers to add it to the workspace when the loop ends: adding a folder to this single-folder window would restart the extensions and stop the loop.`
+        : `Forge: loop "${started.name}" started.`;
+    const actions = opened === 'deferred' ? ['Open Dashboard', 'Open in New Window'] : ['Open Dashboard', 'Show Log'];
+    void ctx.notifier.info(message, ...actions).then((choice) => {
       if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: ref });
       if (choice === 'Show Log') ctx.channel.show(true);
+      if (choice === 'Open in New Window' && row?.worktreeDir) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(row.worktreeDir), { forceNewWindow: true });
     });
     return { status: 'started', loop: ref, notices: started.notices };
   }

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import * as vscode from 'vscode';
 import type { ForgeContext } from '../forge-context';
 import { showLoopDiff } from '../loop-diff';
+import { addingFolderRestartsExtensions } from '../worktree-folders';
 import type { LoopSummary } from '../loop-tree-model';
 import { refuseIfUntrusted } from '../trust';
 import { engineWithProgress, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
@@ -65,8 +66,20 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (!summary) return { status: 'cancelled' };
     const dir = summary.loop.worktreeDir;
     if (!dir || !existsSync(dir)) return refused(ctx, 'no-loop', `The worktree of loop "${summary.loop.name}" is gone (it was cleaned up); its branch ${summary.loop.branch ?? ''} is kept.`);
-    const mode = ctx.settings.get()['forge.openWorktree'];
-    const done = await ctx.worktreeFolders.open(summary.loop.name, dir, mode === 'never' ? 'add-folder' : mode);
+    let mode = ctx.settings.get()['forge.openWorktree'];
+    if (mode === 'never') mode = 'add-folder';
+    const driven = ctx.worktreeFolders.drivenHere();
+    if (mode === 'add-folder' && addingFolderRestartsExtensions() && driven > 0 && !vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === dir)) {
+      const choice = await vscode.window.showWarningMessage(
+        `Adding the worktree turns this window into a multi-root workspace, which restarts the extensions: the ${driven} loop${driven === 1 ? '' : 's'} this window drives would stop (restart them afterwards).`,
+        { modal: true },
+        'Open in New Window',
+        'Add Anyway',
+      );
+      if (!choice) return { status: 'cancelled' };
+      if (choice === 'Open in New Window') mode = 'new-window';
+    }
+    const done = await ctx.worktreeFolders.open(summary.loop, dir, mode);
     if (done !== 'new-window') await vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(dir));
     return { status: 'done', detail: done };
   });

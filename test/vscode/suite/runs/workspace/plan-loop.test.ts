@@ -1,0 +1,216 @@
+// One plan loop driven through the palette command against the scripted model, watched
+// through every surface: the Loop Explorer's phases, a dirty audit's finding as a diagnostic
+// (gone after the fix), the worktree as a workspace folder, and the dashboard's rendering.
+import * as assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import type { TreeSnapshotNode } from '../../../../../src/vscode/api';
+import { forgeAgentOf, text, toolCall, type ScriptedRequest, type ScriptStep } from '../../../../support/scripted-model';
+import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { harnessInfo, requestScreenshot } from '../../support/harness';
+
+const PLAN = `# Greeting
+
+Loop Name: greeting
+
+## Objective
+A script that greets the user.
+
+## Write hello.js
+Create \`hello.js\` that prints "hello" with console.log.
+`;
+
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+function worktreeOf(request: ScriptedRequest): string {
+  const first = request.messages.find((m) => m.role === 'user');
+  const content = typeof first?.content === 'string' ? first.content : JSON.stringify(first?.content ?? '');
+  const dir = /git worktree (\S+?) (?:on branch|\(branch)/.exec(content)?.[1];
+  if (!dir) throw new Error('The scripted model found no worktree in the prompt.');
+  return dir;
+}
+
+const calledTools = (request: ScriptedRequest) =>
+  request.messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.function.name) : []));
+
+function findLoop(tree: readonly TreeSnapshotNode[], name: string): { group: string; node: TreeSnapshotNode } | undefined {
+  for (const group of tree) {
+    const node = group.children.find((c) => c.label === name);
+    if (node) return { group: group.label, node };
+  }
+  return undefined;
+}
+
+describe('a plan loop through the VS Code surfaces (scripted model)', function () {
+  this.timeout(600_000);
+  // Each step builds on the one before: stop at the first failure.
+  this.bail(true);
+  reportFailuresEarly();
+  let loopName: string;
+  let projectId: string;
+  let worktreeDir: string;
+  let releaseFix: () => void = () => {};
+  const fixReleased = new Promise<void>((resolve) => (releaseFix = resolve));
+  const phasesSeen: string[] = [];
+  let subscription: vscode.Disposable | undefined;
+
+  before(async () => {
+    const env = await forgeTestEnvironment();
+    // The coder writes a misspelt greeting; the first audit records a bug on it; the coder
+    // fixes it (only once the test has seen the diagnostic); the second audit resolves it;
+    // the final audit is clean.
+    let audits = 0;
+    env.model.setHandler(async (request): Promise<ScriptStep> => {
+      const agent = forgeAgentOf(request);
+      const called = calledTools(request);
+      if (called.includes('forge_loop_handoff')) return text('Handed off.');
+      if (agent === 'forge-code') {
+        const worktree = worktreeOf(request);
+        const fixing = /Greeting is misspelt/.test(JSON.stringify(request.messages));
+        if (!called.includes('write')) {
+          if (fixing) await fixReleased;
+          return toolCall('write', { filePath: join(worktree, 'hello.js'), content: fixing ? "console.log('hello');\n" : "console.log('helo');\n" });
+        }
+        return toolCall('forge_loop_handoff', { decisions: fixing ? 'Fixed the spelling.' : 'Wrote hello.js.', verification: 'Read the file back.', notesForAuditor: '' });
+      }
+      if (agent === 'forge-auditor') {
+        if (called.length === 0) audits++;
+        if (audits === 1) {
+          if (!called.includes('forge_review_write')) {
+            return toolCall('forge_review_write', { file: 'hello.js', line: 1, severity: 'bug', description: 'Greeting is misspelt ("helo").', scenario: 'node hello.js prints "helo"' });
+          }
+          return toolCall('forge_loop_handoff', { summary: 'hello.js misspells the greeting.', done: false });
+        }
+        if (audits === 2 && !called.includes('forge_review_delete')) {
+          return toolCall('forge_review_delete', { file: 'hello.js', line: 1 });
+        }
+        return toolCall('forge_loop_handoff', { summary: audits === 2 ? 'The greeting is fixed.' : 'Final audit: the plan is implemented.', done: true });
+      }
+      return text('Nothing to do.');
+    });
+
+    const api = await forgeApi();
+    subscription = api.onDidChangeLoops(() => {
+      if (!loopName) return;
+      const found = findLoop(api.treeSnapshot(), loopName);
+      if (!found) return;
+      const phase = (found.node.description ?? '').split(' · ')[0]!;
+      if (phasesSeen[phasesSeen.length - 1] !== phase) phasesSeen.push(phase);
+    });
+
+    // The plan lives in the workspace's repository (untracked), as a user's plan would.
+    const planFile = join(harnessInfo().workspaceFolder, 'greeting-plan.md');
+    await writeFile(planFile, PLAN);
+    const document = await vscode.workspace.openTextDocument(planFile);
+    await vscode.window.showTextDocument(document);
+  });
+
+  after(async () => {
+    subscription?.dispose();
+    await rm(join(harnessInfo().workspaceFolder, 'greeting-plan.md'), { force: true });
+  });
+
+  it('Execute Plan from the open markdown editor starts a loop and adds its worktree as a workspace folder', async () => {
+    assert.ok(vscode.workspace.workspaceFile, 'this run opens a multi-root workspace, where adding a folder restarts nothing');
+    const result = await vscode.commands.executeCommand<{ status: string; loop?: { projectId: string; name: string }; message?: string }>('forge.executePlan', {
+      mode: 'loop',
+      model: MOCK_MODEL,
+      auditorModel: MOCK_MODEL,
+      maxIterations: 6,
+      sandbox: false,
+    });
+    assert.equal(result.status, 'started', `Execute Plan did not start a loop: ${JSON.stringify(result)}`);
+    loopName = result.loop!.name;
+    projectId = result.loop!.projectId;
+    assert.equal(loopName, 'greeting');
+    const api = await forgeApi();
+    const row = api.engine()!.repos.loops.get(result.loop!.projectId, loopName)!;
+    worktreeDir = row.worktreeDir!;
+    assert.ok(worktreeDir && existsSync(worktreeDir), 'the loop has a worktree');
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    assert.ok(folders.includes(worktreeDir), `the worktree ${worktreeDir} is a workspace folder (folders: ${folders.join(', ')})`);
+    const folder = vscode.workspace.workspaceFolders!.find((f) => f.uri.fsPath === worktreeDir)!;
+    assert.equal(folder.name, `Forge: ${loopName}`);
+  });
+
+  it('shows the dirty audit\'s finding as an Error diagnostic on the file and line, with the scenario', async () => {
+    const file = vscode.Uri.file(join(worktreeDir, 'hello.js'));
+    const diagnostic = await waitFor('a Forge diagnostic on hello.js', () =>
+      vscode.languages.getDiagnostics(file).find((d) => d.source === 'Forge'),
+    );
+    assert.equal(diagnostic.severity, vscode.DiagnosticSeverity.Error);
+    assert.equal(diagnostic.range.start.line, 0);
+    assert.match(diagnostic.message, /Greeting is misspelt/);
+    assert.match(diagnostic.relatedInformation?.[0]?.message ?? '', /Scenario: node hello.js prints "helo"/);
+    // The code actions on it (the file open in an editor, as a user sees it): show in dashboard, dismiss.
+    await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(file), { preview: false });
+    const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', file, diagnostic.range);
+    const titles = actions.map((a) => a.title);
+    assert.ok(titles.some((t) => /Show finding \d+ in Dashboard/.test(t)), `code actions: ${titles.join(' | ')}`);
+    assert.ok(titles.some((t) => /Dismiss finding \d+/.test(t)), `code actions: ${titles.join(' | ')}`);
+    // The Loop Explorer shows the open bug on the loop.
+    await vscode.commands.executeCommand('forge.refreshLoops');
+    const found = findLoop((await forgeApi()).treeSnapshot(), loopName);
+    assert.match(found?.node.description ?? '', /1 bug/);
+    releaseFix();
+  });
+
+  it('runs the loop to completion; the Loop Explorer showed its phases and now lists it as completed', async () => {
+    const api = await forgeApi();
+    const engine = api.engine()!;
+    await waitFor('the loop to end', () => {
+      const row = engine.repos.loops.get(projectId, loopName);
+      return row && row.status !== 'running' && row.status !== 'starting' ? row : undefined;
+    }, 420_000, 500);
+    const row = engine.repos.loops.get(projectId, loopName)!;
+    assert.equal(row.status, 'completed', `the loop ended ${row.status} (${row.terminationReason})`);
+    await vscode.commands.executeCommand('forge.refreshLoops');
+    const found = findLoop(api.treeSnapshot(), loopName);
+    assert.equal(found?.group, 'Recent');
+    assert.equal(found?.node.contextValue, 'forge.loop.completed');
+    assert.equal(found?.node.icon, 'pass-filled');
+    const details = found!.node.children.map((c) => `${c.label}: ${c.description}`);
+    assert.ok(details.some((d) => /^Sessions: [1-9]/.test(d)), details.join('\n'));
+    // Phases in the order the explorer showed them (coalesced refreshes may merge a repeat, never reorder).
+    const order = ['coding', 'auditing', 'final audit', 'completed'];
+    const positions = order.map((p) => phasesSeen.indexOf(p));
+    assert.ok(positions.every((p) => p >= 0), `phases seen: ${phasesSeen.join(' → ')}`);
+    assert.deepEqual([...positions].sort((a, b) => a - b), positions, `phases seen: ${phasesSeen.join(' → ')}`);
+    assert.ok(phasesSeen.filter((p) => p === 'coding').length >= 2, `the fix pass shows as a second coding phase: ${phasesSeen.join(' → ')}`);
+    assert.equal(readFileSync(join(worktreeDir, 'hello.js'), 'utf8'), "console.log('hello');\n");
+  });
+
+  it('removes the diagnostic once the finding is resolved', async () => {
+    const file = vscode.Uri.file(join(worktreeDir, 'hello.js'));
+    await waitFor('the Forge diagnostic on hello.js to go', () => !vscode.languages.getDiagnostics(file).some((d) => d.source === 'Forge'), 30_000);
+    assert.equal((await forgeApi()).diagnosticFileCount(), 0);
+  });
+
+  it('opens the dashboard on the loop: state diagram with transition counts, the finding with its file link; screenshot saved', async () => {
+    const api = await forgeApi();
+    await vscode.commands.executeCommand('forge.openDashboard', { projectId, name: loopName });
+    const probe = await waitFor('the dashboard to render the loop', async () => {
+      const p = await api.dashboard().probe();
+      return p.selectedLoop === loopName && p.findingRows > 0 ? p : undefined;
+    }, 60_000, 500);
+    for (const node of ['start', 'coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action', 'end']) {
+      assert.ok(probe.diagramNodes.includes(node), `diagram node ${node} (nodes: ${probe.diagramNodes.join(', ')})`);
+    }
+    assert.ok(probe.diagramEdgeLabels.includes('coding->auditing ×2'), `edges: ${probe.diagramEdgeLabels.join(' | ')}`);
+    assert.ok(probe.diagramEdgeLabels.includes('auditing->coding ×1'), `edges: ${probe.diagramEdgeLabels.join(' | ')}`);
+    assert.ok(probe.diagramEdgeLabels.some((e) => e.startsWith('final_auditing->end')), `edges: ${probe.diagramEdgeLabels.join(' | ')}`);
+    assert.equal(probe.currentNode, null, 'a completed loop has no current phase');
+    assert.deepEqual(probe.findingFiles, ['hello.js']);
+    assert.equal(probe.sectionRows, 1);
+    assert.ok(probe.usageRows >= 2, 'usage by model and by role');
+    if (harnessInfo().host === 'code-server') {
+      await new Promise((r) => setTimeout(r, 1000));
+      const png = readFileSync(await requestScreenshot('dashboard'));
+      assert.deepEqual(png.subarray(0, 8), PNG_SIGNATURE);
+    }
+  });
+});
+
+after(() => disposeForgeTestEnvironment());

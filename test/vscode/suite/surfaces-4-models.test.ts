@@ -1,0 +1,136 @@
+// The pure builders behind the Loop Explorer, the diagnostics, the status bar and the
+// execution flow, checked against the engine's own definitions.
+import * as assert from 'node:assert/strict';
+import * as vscode from 'vscode';
+import { FINDING_PSEUDO_PATHS } from '../../../src/core/loop/tool-backend';
+import { modelPickItems } from '../../../src/vscode/execution-flow';
+import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticFinding } from '../../../src/vscode/findings-diagnostics-model';
+import { buildLoopDetails, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
+import { sandboxItemView } from '../../../src/vscode/status-bar';
+
+function summary(name: string, status: LoopSummary['loop']['status'], extra: Partial<LoopSummary> & { updatedAt?: number } = {}): LoopSummary {
+  return {
+    loop: {
+      projectId: 'p',
+      name,
+      status,
+      phase: 'auditing',
+      kind: 'plan',
+      iteration: 3,
+      maxIterations: 15,
+      sectionIndex: 1,
+      worktreeDir: `/data/worktrees/${name}`,
+      branch: `forge/${name}`,
+      terminationReason: status === 'running' ? null : status === 'completed' ? 'completed' : 'stall_timeout',
+      model: 'mock/fake-1',
+      auditorModel: null,
+      sandbox: false,
+      supervisorId: status === 'running' ? 'x' : null,
+      leaseExpiresAt: null,
+      updatedAt: extra.updatedAt ?? 1000,
+      endedAt: status === 'running' ? null : (extra.updatedAt ?? 1000),
+      state: { loopState: { sectionCount: 4 } },
+    },
+    openFindings: { bug: 2, warning: 1 },
+    usage: { sessions: 5, cost: 0.25, inputTokens: 12_345, outputTokens: 678 },
+    pseudoFindings: [],
+    supervisedHere: true,
+    ...extra,
+  };
+}
+
+const finding = (over: Partial<DiagnosticFinding>): DiagnosticFinding => ({
+  id: 1,
+  projectId: 'p',
+  loopName: 'l',
+  file: 'src/a.ts',
+  line: 3,
+  severity: 'bug',
+  description: 'It breaks.',
+  scenario: null,
+  status: 'open',
+  recurrenceCount: 1,
+  sectionIndex: null,
+  ...over,
+});
+
+describe('Loop Explorer model', () => {
+  it('groups running loops before recent ones, newest first, with menu context values and status icons', () => {
+    const groups = buildLoopTree([summary('old', 'completed', { updatedAt: 1 }), summary('live', 'running'), summary('new', 'stalled', { updatedAt: 5000 })]);
+    assert.deepEqual(groups.map((g) => g.label), ['Running', 'Recent']);
+    assert.deepEqual(groups[1]!.loops.map((l) => l.name), ['new', 'old']);
+    assert.equal(groups[0]!.loops[0]!.contextValue, LOOP_CONTEXT.running);
+    assert.equal(groups[1]!.loops[0]!.contextValue, LOOP_CONTEXT.restartable);
+    assert.equal(groups[1]!.loops[1]!.contextValue, LOOP_CONTEXT.completed);
+    assert.equal(groups[0]!.loops[0]!.icon?.id, 'sync~spin');
+    assert.equal(groups[1]!.loops[0]!.icon?.id, 'watch');
+  });
+
+  it('describes a running loop with phase, iteration, section N/M, open findings and cost', () => {
+    const [running] = buildLoopTree([summary('live', 'running')]);
+    assert.equal(running!.loops[0]!.description, 'auditing · iter 3 · §2/4 · 2 bugs, 1 warning · $0.2500');
+    const details = buildLoopDetails(running!.loops[0]!).map((d) => `${d.label}=${d.description}`);
+    for (const expected of ['Phase=auditing', 'Iteration=3/15', 'Section=2/4', 'Open findings=2 bugs, 1 warning', 'Sessions=5', 'Usage=12.3k in · 678 out · $0.2500']) {
+      assert.ok(details.includes(expected), `${expected} in ${details.join(' | ')}`);
+    }
+  });
+
+  it('shows GOAL / PLAN findings on the loop item itself', () => {
+    const node = buildLoopTree([summary('g', 'running', { pseudoFindings: [{ id: 9, file: 'PLAN', severity: 'warning', description: 'Section 2 contradicts the objective.' }] })])[0]!.loops[0]!;
+    assert.match(node.description ?? '', /⚑ PLAN/);
+    assert.match(node.tooltip ?? '', /warning on PLAN: Section 2 contradicts the objective\./);
+    assert.ok(buildLoopDetails(node).some((d) => d.label === 'PLAN' && d.description === 'Section 2 contradicts the objective.'));
+  });
+
+  it('knows the same pseudo-paths as the engine', () => {
+    assert.deepEqual([...PSEUDO_FINDING_PATHS], [...FINDING_PSEUDO_PATHS]);
+  });
+});
+
+describe('findings diagnostics model', () => {
+  it('maps open findings to 0-based lines under the worktree, bug → error, warning → warning', () => {
+    const { byFile, pseudo } = buildLoopDiagnostics('/wt/loop', [
+      finding({ id: 1, line: 3 }),
+      finding({ id: 2, line: 0, severity: 'warning', scenario: 'run it twice' }),
+      finding({ id: 3, file: 'GOAL' }),
+      finding({ id: 4, status: 'resolved' }),
+      finding({ id: 5, status: 'dismissed' }),
+      finding({ id: 6, file: '../outside.ts' }),
+    ]);
+    assert.deepEqual([...byFile.keys()], ['/wt/loop/src/a.ts']);
+    const specs = byFile.get('/wt/loop/src/a.ts')!;
+    assert.deepEqual(specs.map((s) => [s.findingId, s.line, s.severity, s.scenario]), [
+      [1, 2, 'error', null],
+      [2, 0, 'warning', 'run it twice'],
+    ]);
+    assert.deepEqual(pseudo.map((f) => f.id), [3]);
+    assert.equal(findingIdFromCode(specs[0]!.code), 1);
+    assert.equal(findingIdFromCode({ value: specs[1]!.code }), 2);
+    assert.equal(findingIdFromCode('something else'), undefined);
+  });
+});
+
+describe('status bar and execution flow views', () => {
+  it('says why the sandbox cannot be turned on when no driver is available', () => {
+    const view = sandboxItemView(false, { available: false, driver: null, reason: 'docker: not installed; bwrap: not installed' });
+    assert.equal(view.disabled, true);
+    assert.match(view.text, /unavailable/);
+    assert.match(view.tooltip, /docker: not installed; bwrap: not installed/);
+    assert.equal(sandboxItemView(true, { available: true, driver: 'bwrap', reason: null }).text, '$(vm) Sandbox: on (bwrap)');
+  });
+
+  it('lists recently used models first, then each provider\'s models', () => {
+    const items = modelPickItems(
+      {
+        providers: [
+          { id: 'a', name: 'Provider A', models: [{ providerId: 'a', modelId: 'm1', name: 'M1', toolCall: true, reasoning: false, contextLimit: 1, outputLimit: 1, variants: [] }, { providerId: 'a', modelId: 'm2', name: 'M2', toolCall: true, reasoning: false, contextLimit: 1, outputLimit: 1, variants: [] }] },
+        ],
+        defaults: { a: 'm1' },
+      },
+      ['a/m2', 'gone/model'],
+      'Default',
+    );
+    const labels = items.filter((i) => i.kind !== vscode.QuickPickItemKind.Separator).map((i) => i.model);
+    assert.deepEqual(labels, [null, 'a/m2', 'a/m1']);
+  });
+});
