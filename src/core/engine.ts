@@ -11,7 +11,7 @@ import type { ForgeSettings } from './config/settings';
 import { createLoopToolBackend } from './loop/tool-backend';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
-import type { LoopRuntime } from './loop/runtime-types';
+import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
 import type { ProviderCatalog } from './opencode/agent-client';
@@ -73,6 +73,8 @@ export interface ForgeEngineOptions {
   /** Whether the user's opencode configuration names a default model. */
   userHasDefaultModel?: () => Promise<boolean>;
   leaseTtlMs?: number;
+  /** Benchmark hook: the loop supervisors' idle / prompt timing marks. */
+  onLoopTiming?: (mark: LoopTimingMark) => void;
 }
 
 export interface ForgeEngine {
@@ -260,6 +262,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     log,
     supervisorId: `${process.pid}:${randomUUID()}`,
     leaseTtlMs: options.leaseTtlMs,
+    ...(options.onLoopTiming ? { onTiming: options.onLoopTiming } : {}),
     toolServerFor(projectId) {
       let server = toolServers.get(projectId);
       if (!server) {

@@ -36,6 +36,7 @@ import {
   type LoopRuntime,
   type LoopRuntimeEvent,
   type LoopRuntimeListener,
+  type LoopTimingMark,
   type StartLoopRequest,
 } from './runtime-types';
 import { initialState, terminationStatusFor } from './state';
@@ -67,6 +68,8 @@ export interface LoopRuntimeDeps {
   /** Lease length; a dead supervisor's loop shows unsupervised after this. */
   leaseTtlMs?: number;
   supervisorId?: string;
+  /** Benchmark hook: idle received / prompt sent marks of every loop this runtime drives. */
+  onTiming?: (mark: LoopTimingMark) => void;
 }
 
 export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
@@ -153,6 +156,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.check(loop);
         },
         onDisposed: (r) => supervisors.delete(key(r)),
+        ...(deps.onTiming ? { onTiming: deps.onTiming } : {}),
       },
       ref,
     );
@@ -278,21 +282,23 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
       throw error;
     }
-    const sup = supervise(ref);
-    emit({ type: 'loop.started', loop: ref, notices });
-    emit({ type: 'loop.phase', loop: ref, event: 'start', from: null, to: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
     if (sandbox && deps.sandbox) {
-      // The sandbox must come up before the loop counts as started; failure rolls the start back.
+      // The sandbox must come up before the loop counts as started (no supervisor, no
+      // started event yet); failure rolls the start back: worktree, then the loop's row.
       const loop = repos.loops.get(ref.projectId, ref.name)!;
       try {
         await deps.sandbox.prepare(loop, readExtras(loop), false);
       } catch (error) {
-        supervisors.delete(key(ref));
-        await deps.worktrees.removeWorktree(loop.worktreeDir!).catch(() => {});
+        await deps.worktrees
+          .removeWorktree(loop.worktreeDir!)
+          .catch((e) => deps.log.warn(`rolling back loop ${ref.name}: could not remove its worktree: ${(e as Error).message}`));
         repos.loops.delete(ref.projectId, ref.name);
         throw new LoopRuntimeError('sandbox', `The sandbox could not start, so the loop was not started: ${(error as Error).message}`);
       }
     }
+    const sup = supervise(ref);
+    emit({ type: 'loop.started', loop: ref, notices });
+    emit({ type: 'loop.phase', loop: ref, event: 'start', from: null, to: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
     void sup.begin('start');
     return { ...ref, notices };
   }

@@ -1,5 +1,5 @@
 export * from './types';
-export { SandboxManager, type LoopSandboxRequest, type SandboxHandle, type ApplyLimitsOutcome, type SandboxManagerOptions } from './manager';
+export { SandboxManager, sandboxPrefixForDataDir, type LoopSandboxRequest, type SandboxHandle, type ApplyLimitsOutcome, type SandboxManagerOptions } from './manager';
 export { selectDriver, AUTO_DRIVER_ORDER, type SandboxDriverSetting, type DriverSelection } from './select-driver';
 export { OciRuntime, buildOciCreateArgs, buildOciExecArgs, mapOciStatus, adjustmentForCreateError, type OciEngine } from './oci-driver';
 export { BwrapRuntime, buildBwrapArgs } from './bwrap-driver';

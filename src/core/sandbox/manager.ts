@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import path from 'node:path';
 import {
   SandboxError,
   type SandboxLimits,
@@ -6,6 +8,18 @@ import {
   type SandboxSpec,
   type SandboxState,
 } from './types';
+
+/**
+ * The sandbox-name prefix of one Forge data folder: `forge-<6 hex>-`. Container names and
+ * bwrap cgroups are global to a host, so two data folders (two users on one Docker
+ * daemon, a CLI and an editor with different folders, parallel test runs) must never
+ * share names: with a shared prefix one would replace the other's live sandbox of a
+ * same-named loop, and its orphan cleanup would remove the other's sandboxes.
+ * `forge-` + 6 + `-` + a loop name (at most 48 characters) stays within 63 characters.
+ */
+export function sandboxPrefixForDataDir(dataDir: string): string {
+  return `forge-${createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 6)}-`;
+}
 
 /** What the loop runtime asks for; the sandbox name derives from the loop name. */
 export interface LoopSandboxRequest {

@@ -390,6 +390,7 @@ export class OciRuntime implements SandboxRuntime {
       .filter(([k]) => /^(DOCKER_HOST|DOCKER_CONFIG|DOCKER_CONTEXT|CONTAINER_HOST|CONTAINER_CONNECTION|XDG_RUNTIME_DIR)$/.test(k))
       .map(([k, v]) => `export ${k}=${shellQuote(v ?? '')}`);
     const inner = `sh -c ${shellQuote(OCI_EXEC_WRAPPER)} forge-exec "$FORGE_COMMAND"`;
+    const inspect = [resolveOnPath(this.binary, this.env.PATH), 'inspect', '--type', 'container', '--format', '{{.State.Status}}', settings.name].map(shellQuote).join(' ');
     return [
       ...env,
       // An idle pipe as the client's stdin keeps the in-sandbox watcher waiting until this
@@ -399,6 +400,17 @@ export class OciRuntime implements SandboxRuntime {
       `${cli.join(' ')} ${inner} <&3 3<&-`,
       'rc=$?',
       'kill "$keeper" 2>/dev/null',
+      // The engine's own refusal ("No such container") does not say that nothing ran on the
+      // host, and an agent may take it for its command's error: say what happened.
+      'if [ "$rc" -ne 0 ]; then',
+      `  if ! state=$(${inspect} 2>&1 </dev/null); then`,
+      '    case "$state" in *"No such"*|*"no such"*|*"no container"*) state="it no longer exists" ;; *) state="its state cannot be read: ${state##*$\'\\n\'}" ;; esac',
+      '  fi',
+      '  if [ "$state" != running ]; then',
+      `    echo "forge: the sandbox ${settings.name} is not usable (\${state}); the command did not run (commands never run on the host)." >&2`,
+      '    exit 125',
+      '  fi',
+      'fi',
       'exit "$rc"',
     ].join('\n');
   }
