@@ -51,6 +51,8 @@ export async function run(): Promise<void> {
     for (const loop of data) diagnostics.publishLoop(`bench/${loop.loopName}`, buildLoopDiagnostics(loop.worktreeDir, loop.findings));
     for (const loop of data) diagnostics.clearLoop(`bench/${loop.loopName}`);
   });
+  const leftAfterClear = vscode.languages.getDiagnostics().filter(([, list]) => list.some((d) => d.source === 'Forge')).length;
+  if (leftAfterClear !== 0) throw new Error(`${leftAfterClear} files still carry Forge diagnostics after clearing`);
   // Publish once more and check VS Code has them (what the Problems view reads).
   for (const loop of data) diagnostics.publishLoop(`bench/${loop.loopName}`, buildLoopDiagnostics(loop.worktreeDir, loop.findings));
   const published = vscode.languages.getDiagnostics().filter(([, list]) => list.some((d) => d.source === 'Forge')).reduce((n, [, list]) => n + list.length, 0);

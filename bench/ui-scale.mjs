@@ -8,9 +8,14 @@
 //      DiagnosticCollection (and clearing them).
 // Targets: activation < 50 ms with no process started, tree < 20 ms, diagnostics < 100 ms.
 //
-//   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--json]
+//   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--split-core] [--json]
+//
+// --split-core measures a build in which the engine side (src/vscode/core-module.ts) is its own
+// bundle, dist/core.cjs, loaded on first use (the loader prefers it when present), instead of
+// being inlined, lazily evaluated, into dist/extension.cjs: built into a temporary copy of the
+// extension, the repository's dist/ is not touched.
 import * as esbuild from 'esbuild';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -24,6 +29,7 @@ const { values } = parseArgs({
     'host-runs': { type: 'string', default: '3' },
     'no-host': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
+    'split-core': { type: 'boolean', default: false },
   },
 });
 const runs = Number(values.runs);
@@ -65,6 +71,26 @@ try {
       external: ['vscode'],
       logLevel: 'warning',
     });
+    let extensionDevelopmentPath = root;
+    if (values['split-core']) {
+      extensionDevelopmentPath = join(work, 'extension');
+      mkdirSync(join(extensionDevelopmentPath, 'dist'), { recursive: true });
+      for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
+      for (const entry of ['sql-wasm.wasm', 'agents', 'webview.js']) cpSync(join(root, 'dist', entry), join(extensionDevelopmentPath, 'dist', entry), { recursive: true });
+      const common = {
+        bundle: true,
+        platform: 'node',
+        format: 'cjs',
+        target: 'node20',
+        outdir: join(extensionDevelopmentPath, 'dist'),
+        outExtension: { '.js': '.cjs' },
+        define: { 'import.meta.url': '__forgeImportMetaUrl' },
+        banner: { js: "const __forgeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+        logLevel: 'warning',
+      };
+      await esbuild.build({ ...common, entryPoints: { extension: join(root, 'src/extension.ts') }, external: ['vscode', './core-module'] });
+      await esbuild.build({ ...common, entryPoints: { core: join(root, 'src/vscode/core-module.ts') }, external: ['vscode'] });
+    }
     const { runVsCodeTests } = await import('../test/vscode/run-host.mjs');
     const results = [];
     for (let i = 0; i < hostRuns; i++) {
@@ -72,6 +98,7 @@ try {
       const { exitCode } = await runVsCodeTests({
         run: 'main',
         extensionTestsPath: hostEntry,
+        extensionDevelopmentPath,
         env: { FORGE_BENCH_OUT: file, FORGE_BENCH_RUNS: String(runs) },
         log: () => {},
       });
@@ -79,7 +106,10 @@ try {
       results.push(JSON.parse(readFileSync(file, 'utf8')));
     }
     if (results.some((r) => r.engineStartedByActivation)) throw new Error('activation started the engine');
-    if (!values.json) process.stdout.write(`\nVS Code extension host (code-server 4.139.1 / VS Code 1.139.1, Node 24), ${hostRuns} host runs × ${runs} runs\n`);
+    if (!values.json) {
+      process.stdout.write(`\nVS Code extension host (code-server 4.139.1 / VS Code 1.139.1, Node 24), ${hostRuns} host runs × ${runs} runs`);
+      process.stdout.write(values['split-core'] ? ', engine in its own bundle (dist/core.cjs)\n' : ', engine inlined in dist/extension.cjs\n');
+    }
     line('activate() of the extension (own measure, median of host runs)', median(results.map((r) => r.activationMs)), 50);
     line('loading dist/extension.cjs afresh (require)', median(results.map((r) => median(r.moduleLoadMs))));
     line('activation total = bundle load + activate()', median(results.map((r) => median(r.moduleLoadMs) + r.activationMs)), 50);

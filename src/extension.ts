@@ -20,7 +20,7 @@ import type { ForgeContext } from './vscode/forge-context';
 import { createForgeLog, type ForgeLog } from './vscode/log';
 import { BASE_SCHEME, BaseContentProvider } from './vscode/loop-diff';
 import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-explorer';
-import { buildLoopDetails, type LoopTreeNode } from './vscode/loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, type LoopTreeNode } from './vscode/loop-tree-model';
 import { createLoopsModel } from './vscode/loops-model';
 import { createNotifier } from './vscode/notifier';
 import { createWorkspaceProjects } from './vscode/projects';
@@ -159,7 +159,7 @@ function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
     id: node.id,
     label: String(typeof item.label === 'object' ? item.label.label : item.label),
     description: typeof item.description === 'string' ? item.description : undefined,
-    tooltip: typeof item.tooltip === 'string' ? item.tooltip : undefined,
+    tooltip: node.kind === 'loop' ? buildLoopTooltip(node.summary) : typeof item.tooltip === 'string' ? item.tooltip : undefined,
     icon: item.iconPath instanceof vscode.ThemeIcon ? item.iconPath.id : undefined,
     contextValue: item.contextValue,
     children: children.map(snapshotOf),
@@ -182,5 +182,6 @@ function createApi(ctx: ForgeContext, _treeView: vscode.TreeView<LoopTreeNode>, 
     notifications: () => ctx.notifier.recent(),
     dashboard: () => ({ open: ctx.dashboard.isOpen(), state: ctx.dashboard.state(), probe: () => ctx.dashboard.probe() }),
     diagnosticFileCount: () => ctx.diagnostics.fileCount(),
+    logUri: ctx.extension.logUri,
   };
 }

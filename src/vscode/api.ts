@@ -41,4 +41,6 @@ export interface ForgeExtensionApi {
   dashboard(): { readonly open: boolean; readonly state: DashboardState | undefined; probe(): Promise<RenderProbe> };
   /** Number of files carrying Forge diagnostics. */
   diagnosticFileCount(): number;
+  /** Folder of the extension's logs; the 'Forge' output channel writes `Forge.log` there. */
+  readonly logUri: vscode.Uri;
 }

@@ -51,29 +51,36 @@ export function diagnosticMessage(f: Pick<DiagnosticFinding, 'description' | 'lo
 export function buildLoopDiagnostics(worktreeDir: string, findings: readonly DiagnosticFinding[]): LoopDiagnostics {
   const byFile = new Map<string, DiagnosticSpec[]>();
   const pseudo: DiagnosticFinding[] = [];
+  const inside = worktreeDir.endsWith(path.sep) ? worktreeDir : worktreeDir + path.sep;
+  // Many findings share a file: resolve each path once. null: outside the worktree.
+  const lists = new Map<string, DiagnosticSpec[] | null>();
   for (const f of findings) {
     if (f.status !== 'open') continue;
-    if (isPseudoFindingPath(f.file)) {
-      pseudo.push(f);
-      continue;
+    let list = lists.get(f.file);
+    if (list === undefined) {
+      if (isPseudoFindingPath(f.file)) {
+        list = null;
+      } else {
+        const file = path.join(worktreeDir, f.file);
+        // The tool backend refuses paths outside the worktree; a row that still points outside is not shown as if it were inside.
+        list = file.startsWith(inside) ? (byFile.get(file) ?? []) : null;
+        if (list) byFile.set(file, list);
+      }
+      lists.set(f.file, list);
     }
-    const file = path.join(worktreeDir, f.file);
-    // The tool backend refuses paths outside the worktree; a row that still points outside is not shown as if it were inside.
-    if (!file.startsWith(worktreeDir.endsWith(path.sep) ? worktreeDir : worktreeDir + path.sep)) continue;
-    let list = byFile.get(file);
-    if (!list) {
-      list = [];
-      byFile.set(file, list);
+    if (list === null) {
+      if (isPseudoFindingPath(f.file)) pseudo.push(f);
+      continue;
     }
     list.push({
       findingId: f.id,
       projectId: f.projectId,
       loopName: f.loopName,
-      line: Math.max(0, f.line - 1),
+      line: f.line > 0 ? f.line - 1 : 0,
       severity: f.severity === 'bug' ? 'error' : 'warning',
       message: diagnosticMessage(f),
       scenario: f.scenario && f.scenario.trim() !== '' ? f.scenario : null,
-      code: `${FINDING_CODE_PREFIX}${f.id}`,
+      code: FINDING_CODE_PREFIX + f.id,
     });
   }
   return { byFile, pseudo };

@@ -69,27 +69,33 @@ export class FindingsDiagnostics implements vscode.Disposable {
     for (const key of [...this.published.keys()]) if (!seen.has(key)) this.clearLoop(key);
   }
 
-  /** Replaces the diagnostics of one loop (its scope) with `diagnostics`. */
+  /** Replaces the diagnostics of one loop (its scope) with `diagnostics`, in one update of the collection. */
   publishLoop(key: string, diagnostics: LoopDiagnostics): void {
     const previous = this.published.get(key);
     const next = new Map<string, vscode.Uri>();
-    const entries: [vscode.Uri, vscode.Diagnostic[]][] = [];
+    const entries: [vscode.Uri, vscode.Diagnostic[] | undefined][] = [];
     for (const [file, specs] of diagnostics.byFile) {
       const uri = vscode.Uri.file(file);
       const id = uri.toString();
       next.set(id, uri);
       const refs = new Map<number, FindingRef>();
-      entries.push([uri, specs.map((spec) => (refs.set(spec.findingId, spec), toDiagnostic(uri, spec)))]);
+      const list: vscode.Diagnostic[] = [];
+      for (const spec of specs) {
+        refs.set(spec.findingId, spec);
+        list.push(toDiagnostic(uri, spec));
+      }
+      entries.push([uri, list]);
       this.findings.set(id, refs);
     }
     if (previous) {
       for (const [id, uri] of previous) {
         if (next.has(id)) continue;
-        this.collection.delete(uri);
+        // `undefined` in a batch removes what the collection had for that file.
+        entries.push([uri, undefined]);
         this.findings.delete(id);
       }
     }
-    this.collection.set(entries);
+    if (entries.length > 0) this.collection.set(entries);
     if (next.size > 0) this.published.set(key, next);
     else this.published.delete(key);
   }
@@ -97,10 +103,12 @@ export class FindingsDiagnostics implements vscode.Disposable {
   clearLoop(key: string): void {
     const previous = this.published.get(key);
     if (!previous) return;
+    const entries: [vscode.Uri, undefined][] = [];
     for (const [id, uri] of previous) {
-      this.collection.delete(uri);
+      entries.push([uri, undefined]);
       this.findings.delete(id);
     }
+    this.collection.set(entries);
     this.published.delete(key);
     this.log.debug(`diagnostics of loop ${key} cleared`);
   }

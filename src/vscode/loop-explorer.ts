@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import { buildLoopDetails, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
 import type { LoopsModel } from './loops-model';
 
 export const LOOP_EXPLORER_VIEW_ID = 'forge.loopExplorer';
@@ -49,6 +49,12 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
 
   getTreeItem(node: LoopTreeNode): vscode.TreeItem {
     return toTreeItem(node);
+  }
+
+  /** Hover text is built only for the item the user hovers. */
+  resolveTreeItem(item: vscode.TreeItem, node: LoopTreeNode): vscode.TreeItem {
+    if (node.kind === 'loop') item.tooltip = buildLoopTooltip(node.summary);
+    return item;
   }
 
   async getChildren(node?: LoopTreeNode): Promise<LoopTreeNode[]> {

@@ -181,6 +181,25 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   if (summary.pseudoFindings.length > 0) parts.push(`⚑ ${summary.pseudoFindings.map((f) => f.file).join('/')}`);
   if (summary.usage && summary.usage.cost > 0) parts.push(formatCost(summary.usage.cost));
 
+  return {
+    kind: 'loop',
+    id: `loop:${loop.projectId}/${loop.name}`,
+    projectId: loop.projectId,
+    name: loop.name,
+    label: loop.name,
+    description: parts.join(' · '),
+    icon: loopStatusIcon(loop.status),
+    contextValue: loopContextValue(loop.status),
+    summary,
+  };
+}
+
+/** The loop item's hover text; built when VS Code asks for it (resolveTreeItem), not for every loop. */
+export function buildLoopTooltip(summary: LoopSummary): string {
+  const { loop } = summary;
+  const live = isLive(loop.status);
+  const section = sectionText(loop);
+  const findings = findingsText(summary.openFindings);
   const tooltip: string[] = [`${loop.name} — ${loop.kind} loop`, `Status: ${statusText(summary)}`];
   if (live) tooltip.push(`Phase: ${PHASE_LABELS[loop.phase] ?? loop.phase}`);
   tooltip.push(`${iterationText(loop).replace(/^i/, 'I')}`);
@@ -194,19 +213,7 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   }
   if (loop.branch) tooltip.push(`Branch: ${loop.branch}`);
   if (loop.sandbox) tooltip.push('Sandboxed');
-
-  return {
-    kind: 'loop',
-    id: `loop:${loop.projectId}/${loop.name}`,
-    projectId: loop.projectId,
-    name: loop.name,
-    label: loop.name,
-    description: parts.join(' · '),
-    tooltip: tooltip.join('\n'),
-    icon: loopStatusIcon(loop.status),
-    contextValue: loopContextValue(loop.status),
-    summary,
-  };
+  return tooltip.join('\n');
 }
 
 /** The loop's children: one line per fact. */

@@ -5,7 +5,7 @@ import * as vscode from 'vscode';
 import { FINDING_PSEUDO_PATHS } from '../../../src/core/loop/tool-backend';
 import { modelPickItems } from '../../../src/vscode/execution-flow';
 import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticFinding } from '../../../src/vscode/findings-diagnostics-model';
-import { buildLoopDetails, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { sandboxItemView } from '../../../src/vscode/status-bar';
 
 function summary(name: string, status: LoopSummary['loop']['status'], extra: Partial<LoopSummary> & { updatedAt?: number } = {}): LoopSummary {
@@ -78,7 +78,7 @@ describe('Loop Explorer model', () => {
   it('shows GOAL / PLAN findings on the loop item itself', () => {
     const node = buildLoopTree([summary('g', 'running', { pseudoFindings: [{ id: 9, file: 'PLAN', severity: 'warning', description: 'Section 2 contradicts the objective.' }] })])[0]!.loops[0]!;
     assert.match(node.description ?? '', /⚑ PLAN/);
-    assert.match(node.tooltip ?? '', /warning on PLAN: Section 2 contradicts the objective\./);
+    assert.match(buildLoopTooltip(node.summary), /warning on PLAN: Section 2 contradicts the objective\./);
     assert.ok(buildLoopDetails(node).some((d) => d.label === 'PLAN' && d.description === 'Section 2 contradicts the objective.'));
   });
 

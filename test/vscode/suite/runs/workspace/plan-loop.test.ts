@@ -44,7 +44,7 @@ function findLoop(tree: readonly TreeSnapshotNode[], name: string): { group: str
 }
 
 describe('a plan loop through the VS Code surfaces (scripted model)', function () {
-  this.timeout(600_000);
+  this.timeout(720_000);
   // Each step builds on the one before: stop at the first failure.
   this.bail(true);
   reportFailuresEarly();
@@ -163,7 +163,7 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     await waitFor('the loop to end', () => {
       const row = engine.repos.loops.get(projectId, loopName);
       return row && row.status !== 'running' && row.status !== 'starting' ? row : undefined;
-    }, 420_000, 500);
+    }, 540_000, 500);
     const row = engine.repos.loops.get(projectId, loopName)!;
     assert.equal(row.status, 'completed', `the loop ended ${row.status} (${row.terminationReason})`);
     await vscode.commands.executeCommand('forge.refreshLoops');
@@ -210,6 +210,35 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
       const png = readFileSync(await requestScreenshot('dashboard'));
       assert.deepEqual(png.subarray(0, 8), PNG_SIGNATURE);
     }
+  });
+
+  it('Show Loop Diff compares the base commit with the loop\'s work; the base side is served read-only', async () => {
+    const result = await vscode.commands.executeCommand<{ status: string; detail?: unknown }>('forge.showLoopDiff', { projectId, name: loopName });
+    assert.equal(result.status, 'done');
+    assert.equal(result.detail, 1, 'one file changed: hello.js');
+    const row = (await forgeApi()).engine()!.repos.loops.get(projectId, loopName)!;
+    const base = await vscode.workspace.openTextDocument(
+      vscode.Uri.from({ scheme: 'forge-base', path: '/README.md', query: JSON.stringify({ projectId, loop: loopName, ref: row.baseCommit }) }),
+    );
+    assert.equal(base.getText(), readFileSync(join(harnessInfo().workspaceFolder, 'README.md'), 'utf8'));
+  });
+
+  it('Dismiss Finding (code action) records the dismissal, keeps the finding and removes its diagnostic', async () => {
+    const api = await forgeApi();
+    const engine = api.engine()!;
+    // An auditor's late warning on the completed loop's worktree.
+    const recorded = engine.repos.reviewFindings.record(projectId, { loopName, file: 'README.md', line: 1, severity: 'warning', description: 'The README does not mention hello.js.' });
+    const file = vscode.Uri.file(join(worktreeDir, 'README.md'));
+    const diagnostic = await waitFor('the warning as a diagnostic', () => vscode.languages.getDiagnostics(file).find((d) => d.source === 'Forge'), 60_000);
+    assert.equal(diagnostic.severity, vscode.DiagnosticSeverity.Warning);
+    await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(file), { preview: false });
+    const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', file, diagnostic.range);
+    const dismiss = actions.find((a) => a.title === `Forge: Dismiss finding ${recorded.id}`);
+    assert.ok(dismiss?.command, `code actions: ${actions.map((a) => a.title).join(' | ')}`);
+    const result = await vscode.commands.executeCommand<{ status: string }>(dismiss.command.command, ...(dismiss.command.arguments ?? []));
+    assert.equal(result.status, 'done');
+    assert.equal(engine.repos.reviewFindings.get(projectId, recorded.id)?.status, 'dismissed', 'recorded, not deleted');
+    await waitFor('the dismissed finding\'s diagnostic to go', () => !vscode.languages.getDiagnostics(file).some((d) => d.source === 'Forge'), 30_000);
   });
 });
 
