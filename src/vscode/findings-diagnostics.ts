@@ -40,6 +40,8 @@ export class FindingsDiagnostics implements vscode.Disposable {
   private readonly published = new Map<string, Map<string, vscode.Uri>>();
   /** file URI (string) -> finding id -> where it belongs. */
   private readonly findings = new Map<string, Map<number, FindingRef>>();
+  /** loop key -> what was last published for it (ids and update times of its open findings). */
+  private readonly signatures = new Map<string, string>();
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(
@@ -64,9 +66,15 @@ export class FindingsDiagnostics implements vscode.Disposable {
       if (!loop.worktreeDir || open === 0) continue;
       seen.add(key);
       const rows = engine.repos.reviewFindings.listOpen(loop.projectId, loop.name);
+      // Most refreshes (usage, phase changes) leave the findings as they were: publish only on change.
+      let signature = loop.worktreeDir;
+      for (const r of rows) signature += `|${r.id}:${r.updatedAt}`;
+      if (this.signatures.get(key) === signature) continue;
+      this.signatures.set(key, signature);
       this.publishLoop(key, buildLoopDiagnostics(loop.worktreeDir, rows));
     }
     for (const key of [...this.published.keys()]) if (!seen.has(key)) this.clearLoop(key);
+    for (const key of [...this.signatures.keys()]) if (!seen.has(key)) this.signatures.delete(key);
   }
 
   /** Replaces the diagnostics of one loop (its scope) with `diagnostics`, in one update of the collection. */

@@ -240,6 +240,13 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     assert.equal(engine.repos.reviewFindings.get(projectId, recorded.id)?.status, 'dismissed', 'recorded, not deleted');
     await waitFor('the dismissed finding\'s diagnostic to go', () => !vscode.languages.getDiagnostics(file).some((d) => d.source === 'Forge'), 30_000);
   });
+
+  it('takes the worktree folder out of the workspace once the worktree is removed', async () => {
+    assert.ok(vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === worktreeDir));
+    await rm(worktreeDir, { recursive: true, force: true });
+    await waitFor('the worktree folder to leave the workspace', () => !vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === worktreeDir), 60_000);
+    assert.deepEqual((vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath), [harnessInfo().workspaceFolder]);
+  });
 });
 
 after(() => disposeForgeTestEnvironment());
