@@ -12,9 +12,13 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const only = (name) => args.length === 0 || args.includes(name);
 
+// `npm test` hands its children the outer npm's variables (npm_node_execpath and friends); a
+// nested npm would run install scripts on that Node instead of the one a prerequisite chose.
+const childEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_(node_execpath|execpath|lifecycle_)/.test(k) && k !== 'NODE'));
+
 function step(title, cmd, cmdArgs, opts = {}) {
   process.stdout.write(`\n=== ${title}\n`);
-  const r = spawnSync(cmd, cmdArgs, { cwd: root, stdio: 'inherit', env: process.env, ...opts });
+  const r = spawnSync(cmd, cmdArgs, { cwd: root, stdio: 'inherit', env: childEnv, ...opts });
   if (r.status !== 0) {
     process.stderr.write(`\nnpm test: "${title}" failed (exit ${r.status ?? r.signal}).\n`);
     process.exit(r.status || 1);

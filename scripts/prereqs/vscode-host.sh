@@ -99,7 +99,9 @@ with_node24() {
   # code-server's postinstall refuses any Node but 24 and builds native
   # modules: Node 24 must come first on PATH and node-gyp must use its headers
   # (the machine's npm config may point nodedir at another Node).
-  env PATH="$NODE_HOME/bin:$PATH" npm_config_nodedir="$NODE_HOME" "$@"
+  # Under `npm test` the environment carries the outer npm's npm_node_execpath (Node 20), which a
+  # nested npm puts first on its scripts' PATH: code-server's postinstall would then see Node 20.
+  env -u npm_node_execpath -u npm_execpath -u NODE PATH="$NODE_HOME/bin:$PATH" npm_config_nodedir="$NODE_HOME" "$@"
 }
 
 code_server_version() {
