@@ -24,7 +24,7 @@ import {
   type CoderHandoff,
   type PromptContext,
 } from './prompts';
-import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
+import type { LoopRef, LoopRuntimeEvent, LoopTimingMark } from './runtime-types';
 import {
   roleOfPhase,
   terminationReasonToString,
@@ -86,6 +86,8 @@ export interface SupervisorDeps {
   /** Checks the sandbox is still there before each phase; throws with a clear message if not. */
   checkSandbox: (loop: LoopRow) => Promise<void>;
   onDisposed: (ref: LoopRef) => void;
+  /** Benchmark hook (see LoopTimingMark); unset in normal use. */
+  onTiming?: (mark: LoopTimingMark) => void;
 }
 
 interface CurrentSession {
@@ -338,6 +340,7 @@ export class LoopSupervisor {
     const role = cur.role;
     try {
       await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}) });
+      if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_sent', loop: this.ref, sessionId: cur.id, at: performance.now() });
     } catch (error) {
       this.deps.log.warn(`[loop ${this.ref.name}] prompt failed: ${String(error)}`);
       await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: `prompt could not be sent: ${(error as Error).message}` }, this.limits()));
@@ -382,6 +385,7 @@ export class LoopSupervisor {
       return;
     }
     if (event.type === 'session.idle' && event.sessionId === cur.id) {
+      if (this.deps.onTiming) this.deps.onTiming({ mark: 'idle', loop: this.ref, sessionId: cur.id, at: performance.now() });
       void this.locked('idle', () => this.onIdle(cur.id));
       return;
     }

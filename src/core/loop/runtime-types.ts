@@ -60,6 +60,18 @@ export type LoopRuntimeEvent =
 
 export type LoopRuntimeListener = (event: LoopRuntimeEvent) => void;
 
+/**
+ * Timing marks for benchmarks (`bench/loop-overhead.mjs`): when the supervisor received an idle
+ * of its current session, and when a prompt it sent was accepted by opencode. `at` is
+ * `performance.now()`.
+ */
+export interface LoopTimingMark {
+  mark: 'idle' | 'prompt_sent';
+  loop: LoopRef;
+  sessionId: string;
+  at: number;
+}
+
 export class LoopRuntimeError extends Error {
   constructor(
     readonly code:
