@@ -226,7 +226,11 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       if (state === 'stopped') {
         // Stopped is reusable (an engine restart stops containers): start it again in place.
         log.info(`[sandbox] ${name} was stopped; starting it again for loop ${loop.name}`);
-        await m.ensureRunning(sandboxRequest(loop, readExtras(loop), config));
+        try {
+          await m.ensureRunning(sandboxRequest(loop, readExtras(loop), config));
+        } catch (error) {
+          throw new Error(`${describeSandboxLoss(loop.name, config.driver, name, state)} (Starting it again failed: ${(error as Error).message})`);
+        }
         return;
       }
       throw new Error(describeSandboxLoss(loop.name, config.driver, name, state));

@@ -6,7 +6,8 @@
  *
  * One harness per driver, two loops:
  * - loop A (network off): confinement, host loopback unreachable, memory and process limits,
- *   the same sandbox across sessions (and across a change of the driver setting), gone at the end;
+ *   the same sandbox across sessions, across a change of the driver setting and across a forced
+ *   restart (resumed, not recreated), gone at the end;
  * - loop B (network on): host loopback reachable, the sandbox removed out of band mid-session
  *   (the command fails, the loop ends reporting the loss), orphan cleanup at its teardown
  *   (a finished loop's sandbox removed, a running loop's kept), then a restart on a new sandbox.
@@ -34,7 +35,7 @@ import { createForgeRepositories } from '../../../src/core/storage/repositories'
 import { createLoopHarness, REPO_ROOT, roleOf, type AgentRole, type LoopHarness } from '../../support/loop-harness';
 import { MOCK_MODEL } from '../../support/opencode-test-env';
 import { bwrapPrereqs, dockerPrereqs, startHostListener, TEST_IMAGE, type HostListener } from '../../support/sandbox-fixtures';
-import { text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
+import { hang, text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
 
 type Driver = 'docker' | 'bwrap';
 
@@ -307,11 +308,12 @@ for (const c of cases) {
       }
     });
 
-    it('loop A (network off): worktree writes land, escapes fail, host loopback unreachable, limits hold, one sandbox across sessions, gone at the end', async () => {
+    it('loop A (network off): worktree writes land, escapes fail, host loopback unreachable, limits hold, one sandbox across sessions and a forced restart, gone at the end', async () => {
       const tag = `forge-loop-sbx-${process.pid}-${c.driver}`;
       let ref!: LoopRef;
       const identities: string[] = [];
       const oomKills: number[] = [];
+      let forcedRestart: Promise<void> | undefined;
       let flippedStatus: { available: boolean; driver: string | null; reason: string | null } | undefined;
       const outside = () => {
         const wt = worktreeOf(ref);
@@ -350,6 +352,20 @@ for (const c of cases) {
               identities.push(await c.identity(sandboxOf(ref.name), dataDir, env));
               return bash('marker', `cat ${hidden(MARKER)}; echo "marker-rc=$?"; cat inside.txt`);
             },
+            () => {
+              // The user force-restarts the running loop mid-audit (with the driver setting
+              // still changed): the new supervisor must resume this sandbox, not make another.
+              forcedRestart = h.engine.runtime.restart(ref, { force: true });
+              return hang;
+            },
+          );
+        }
+        if (role === 'auditor' && nth === 2) {
+          return steps(
+            async () => {
+              identities.push(await c.identity(sandboxOf(ref.name), dataDir, env));
+              return bash('resumed', `cat ${hidden(MARKER)}; echo "resumed-rc=$?"`);
+            },
             toolCall('forge_review_write', { file: 'GOAL', line: 0, severity: 'warning', description: 'Now try the limits.' }),
             handoffAuditor(false),
           );
@@ -368,7 +384,7 @@ for (const c of cases) {
             handoffCoder('ran the limit commands'),
           );
         }
-        if (role === 'auditor' && nth === 2) {
+        if (role === 'auditor' && nth === 3) {
           // The bomb's processes may take a moment to be reaped: ask again a few times.
           let attempts = 0;
           let stage: 'probe' | 'delete' | 'handoff' = 'probe';
@@ -397,6 +413,10 @@ for (const c of cases) {
         ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Sandbox confinement', name: `confine-${c.driver}` });
         const stored = h.engine.runtime.get(ref)!.state.sandboxConfig as { driver: string; network: boolean } | undefined;
         assert.deepEqual(stored && { driver: stored.driver, network: stored.network }, { driver: c.driver, network: false }, 'the loop keeps the sandbox it started with');
+        const first = await h.engine.runtime.waitForEnd(ref);
+        assert.equal(first.type, 'loop.supervision_lost', `the forced restart took the loop over: ${JSON.stringify(first)}`);
+        assert.ok(forcedRestart, 'the auditor asked for the forced restart');
+        await forcedRestart;
         const end = await endOf(ref);
         assert.equal(end.status, 'completed', JSON.stringify(end));
       } finally {
@@ -432,16 +452,21 @@ for (const c of cases) {
       assert.equal(spawnSync('true').status, 0, 'the host still forks');
       assert.match(resultOf(r, 'alive'), /^alive$/m, `the sandbox runs commands again after the bomb: ${resultOf(r, 'alive')}`);
 
-      // 4. One sandbox across sessions (coder, auditor, coder, auditor), despite the driver setting changing mid-loop.
-      assert.equal(identities.length, 4, 'identity seen in four sessions');
+      // 4. One sandbox across sessions (coder, auditor, auditor after a forced restart, coder,
+      //    auditor), despite the driver setting changing mid-loop.
+      assert.equal(identities.length, 5, 'identity seen in five sessions');
+      const edges = createForgeRepositories(h.engine.db).transitions.listByLoop(h.projectId, ref.name).map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`);
+      assert.ok(edges.includes('force_restart:auditing>auditing'), edges.join(', '));
       assert.equal(new Set(identities).size, 1, `the same sandbox in every session: ${identities.join(' | ')}`);
       if (c.driver === 'docker') {
         assert.match(resultOf(r, 'marker'), /^kept$/m, 'a file in the sandbox\'s /tmp outlives the session');
+        assert.match(resultOf(r, 'resumed'), /^kept$/m, 'and the forced restart: the sandbox was resumed, not recreated');
         assert.match(resultOf(r, 'alive'), /^kept$/m);
       } else {
         // bwrap gives every command a fresh /tmp by design; state lives in the worktree.
         assert.match(resultOf(r, 'marker'), /marker-rc=[1-9]/);
         assert.match(resultOf(r, 'marker'), /written-inside/);
+        assert.match(resultOf(r, 'resumed'), /resumed-rc=[1-9]/);
       }
       assert.equal(flippedStatus?.driver ?? null, flippedStatus?.available ? c.other : null, 'the status follows the changed setting');
       if (!flippedStatus?.available) assert.match(flippedStatus?.reason ?? '', new RegExp(`"${c.other}" chosen in forge\\.sandbox\\.driver`));
