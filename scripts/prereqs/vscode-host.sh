@@ -101,7 +101,10 @@ with_node24() {
   # (the machine's npm config may point nodedir at another Node).
   # Under `npm test` the environment carries the outer npm's npm_node_execpath (Node 20), which a
   # nested npm puts first on its scripts' PATH: code-server's postinstall would then see Node 20.
-  env -u npm_node_execpath -u npm_execpath -u NODE PATH="$NODE_HOME/bin:$PATH" npm_config_nodedir="$NODE_HOME" "$@"
+  # So the install sees nothing of the caller's npm: only what a login shell would have.
+  env -i HOME="$HOME" USER="${USER:-root}" TMPDIR="${TMPDIR:-/tmp}" CI="${CI:-}" \
+    PATH="$NODE_HOME/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    npm_config_nodedir="$NODE_HOME" npm_config_cafile="${npm_config_cafile:-/etc/ssl/certs/ca-certificates.crt}" "$@"
 }
 
 code_server_version() {
