@@ -1,7 +1,7 @@
 /**
  * The sandbox contract shared by every driver (SPEC §5).
  *
- * A sandbox is named by Forge (`forge-<loop>`), mounts the loop's worktree read-write at
+ * A sandbox is named by Forge (`forge-<data-folder hash>-<loop>`, see `sandboxPrefixForDataDir`), mounts the loop's worktree read-write at
  * its identical absolute path and the main repository's `.git` read-only, and applies
  * CPU, memory and process limits. Drivers differ in what a sandbox *is* (a long-lived
  * container, or a record plus a cgroup that each command's fresh bwrap joins) but all
