@@ -1,0 +1,259 @@
+#!/usr/bin/env node
+// Loop overhead: what Forge's loop runtime costs on top of opencode itself.
+//
+// - Forge: the scripted two-section plan through the whole engine (createForgeEngine + runtime:
+//   worktree, database, Forge's MCP tools, state machine, checkpoints, teardown), clean audits:
+//   code → audit → code → audit → final audit, 5 sessions.
+// - Bare: the same prompts (the very texts Forge sent, captured from the model), the same
+//   number of sessions, agents, rulesets and scripted replies, sent to an opencode server
+//   (started the same way, with Forge's tool server behind a recording backend) straight
+//   through the SDK client: create session, promptAsync, wait for idle, next.
+// Both include starting and stopping one opencode server. Runs alternate (Forge, bare, …) so
+// load drift on a shared machine hits both alike; a warm-up pair is not counted.
+//
+// Also: Forge's own latency from an idle event (received by the loop supervisor) to the next
+// prompt accepted by opencode, from the supervisor's timing hook (engine option onLoopTiming).
+//
+//   node bench/loop-overhead.mjs [--runs 3] [--warmup 1]
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { register } from 'tsx/esm/api';
+
+register();
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const load = (file) => import(path.join(root, file));
+const { createForgeEngine } = await load('src/core/engine.ts');
+const { defaultSettings } = await load('src/core/config/settings.ts');
+const { defaultSqlWasmPath } = await load('src/core/storage/index.ts');
+const { loadAgentPrompts } = await load('src/core/opencode/forge-config.ts');
+const { startForgeToolServer } = await load('src/core/opencode/forge-tool-server.ts');
+const { startLoopOpencode } = await load('src/core/opencode/loop-opencode.ts');
+const { FORGE_AGENT_NAMES } = await load('src/core/opencode/forge-tools.ts');
+const { resolveOpencodeBinary } = await load('src/core/opencode/server-process.ts');
+const { startScriptedModel, toolCall } = await load('src/core/opencode/scripted-model.ts');
+const { writeOpencodeTestEnvironment, MOCK_MODEL, MOCK_PROVIDER_ID, MOCK_MODEL_ID } = await load('test/support/opencode-test-env.ts');
+const { createRecordingToolBackend } = await load('test/support/recording-tool-backend.ts');
+const { sessionScript } = await load('test/support/loop-harness.ts');
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const RUNS = Math.max(1, arg('runs', 3));
+const WARMUP = Math.max(0, arg('warmup', 1));
+
+const PLAN = `# Bench pair
+Loop Name: bench
+
+## First file
+Create a.txt containing "a".
+
+## Second file
+Create b.txt containing "b".
+
+## Verification
+Both files exist.
+`;
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const percentile = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+};
+
+/** The same scripted replies for both sides: coder writes its file and hands off; audits are clean. */
+const script = (dirOf) => {
+  const s = sessionScript((role, nth) =>
+    role === 'code'
+      ? [
+          toolCall('write', { filePath: path.join(dirOf(), nth === 1 ? 'a.txt' : 'b.txt'), content: `${nth}\n` }),
+          toolCall('forge_loop_handoff', { decisions: `file ${nth}`, verification: 'read back', notesForAuditor: '' }),
+        ]
+      : [toolCall('forge_loop_handoff', { summary: `audit ${nth} clean`, done: true, deviations: '', followUps: '' })],
+  );
+  // When each model request arrived (to split opencode's time from Forge's).
+  const arrivals = [];
+  const handler = (request, ctx) => {
+    arrivals.push(performance.now());
+    return s.handler(request, ctx);
+  };
+  return { ...s, handler, arrivals };
+};
+
+const gitEnv = { ...process.env, GIT_AUTHOR_NAME: 'b', GIT_AUTHOR_EMAIL: 'b@b', GIT_COMMITTER_NAME: 'b', GIT_COMMITTER_EMAIL: 'b@b' };
+const makeRepo = (prefix) => {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  writeFileSync(path.join(dir, 'README.md'), '# bench\n');
+  execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: dir, env: gitEnv });
+  execFileSync('git', ['add', '-A'], { cwd: dir, env: gitEnv });
+  execFileSync('git', ['commit', '-q', '-m', 'init'], { cwd: dir, env: gitEnv });
+  return dir;
+};
+
+const model = await startScriptedModel();
+const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+const repo = makeRepo('forge-bench-loop-repo-');
+const bareDir = makeRepo('forge-bench-bare-');
+const dataDir = mkdtempSync(path.join(tmpdir(), 'forge-bench-data-'));
+const prompts = await loadAgentPrompts(path.join(root, 'src/core/opencode/agents'));
+const bareToolServer = await startForgeToolServer({ backend: createRecordingToolBackend() });
+
+let marks = [];
+let commitsAt = [];
+const engine = await createForgeEngine({
+  dataDir,
+  settings: () => ({ ...defaultSettings(), 'forge.model': MOCK_MODEL }),
+  log: { debug() {}, info() {}, warn: (m) => console.warn(m), error: (m) => console.error(m) },
+  assetsDir: path.join(root, 'dist'),
+  agentsDir: path.join(root, 'src/core/opencode/agents'),
+  wasmPath: defaultSqlWasmPath(),
+  env: { ...process.env, ...env.env },
+  opencodeExtraEnv: env.env,
+  onLoopTiming: (m) => marks.push(m),
+});
+engine.runtime.subscribe((e) => {
+  if (e.type === 'loop.commit') commitsAt.push(performance.now());
+});
+
+/** One Forge loop; returns its wall time, the prompts it sent (per session) and its idle→prompt latencies. */
+async function forgeRun() {
+  let worktree = '';
+  const s = script(() => worktree);
+  model.setHandler(s.handler);
+  marks = [];
+  commitsAt = [];
+  const firstRequest = model.requests.length;
+  const t0 = performance.now();
+  const ref = await engine.runtime.start({ kind: 'plan', repoPath: repo, planText: PLAN, planSource: 'bench.md' });
+  worktree = engine.runtime.get(ref).worktreeDir;
+  const end = await engine.runtime.waitForEnd(ref);
+  const total = performance.now() - t0;
+  if (end.type !== 'loop.ended' || end.status !== 'completed') throw new Error(`Forge loop did not complete: ${JSON.stringify(end)}`);
+  const firstPrompt = marks.find((m) => m.mark === 'prompt_sent').at;
+  // A hand-over: the idle that ended a session, to the next prompt opencode accepted.
+  const latencies = [];
+  const withCommit = [];
+  let lastIdle;
+  for (const m of marks) {
+    if (m.mark === 'idle') lastIdle = m.at;
+    else if (lastIdle !== undefined) {
+      const committed = commitsAt.some((t) => t > lastIdle && t < m.at);
+      (committed ? withCommit : latencies).push(m.at - lastIdle);
+      lastIdle = undefined;
+    }
+  }
+  const sessions = s.firstRequests.map((r) => ({ role: r.role, text: r.request.lastUserText }));
+  const requests = model.requests.slice(firstRequest).filter((r) => !r.isTitleRequest).length;
+  const firstAnswer = s.arrivals[0] - firstPrompt;
+  return { total, sessionsMs: total - (firstPrompt - t0), sessions, latencies, withCommit, requests, firstAnswer, startMs: firstPrompt - t0 };
+}
+
+/** The same sessions and prompts straight through the SDK client on a fresh opencode server. */
+async function bareRun(sessions) {
+  const s = script(() => bareDir);
+  model.setHandler(s.handler);
+  const firstRequest = model.requests.length;
+  const t0 = performance.now();
+  const opencode = await startLoopOpencode({ loopName: 'bench-bare', worktreeDir: bareDir, toolServer: bareToolServer, prompts, extraEnv: env.env, baseEnv: { ...process.env, ...env.env } });
+  let firstPrompt;
+  const handOvers = [];
+  try {
+    const client = opencode.client;
+    const waiting = new Map();
+    const seenBusy = new Set();
+    let idleAt;
+    client.subscribe((e) => {
+      if (e.type === 'session.busy') seenBusy.add(e.sessionId);
+      if (e.type === 'session.idle' && seenBusy.has(e.sessionId) && waiting.has(e.sessionId)) {
+        idleAt = performance.now();
+        waiting.get(e.sessionId)();
+        waiting.delete(e.sessionId);
+      }
+    });
+    for (const { role, text } of sessions) {
+      const { id } = await client.createSession({
+        title: `bench ${role}`,
+        agent: FORGE_AGENT_NAMES[role],
+        model: { providerId: MOCK_PROVIDER_ID, modelId: MOCK_MODEL_ID },
+        permission: opencode.permissionRuleset(role),
+      });
+      opencode.scope.setActiveSession({ sessionId: id, role });
+      const idle = new Promise((resolve) => waiting.set(id, resolve));
+      await client.promptAsync({ sessionId: id, text, agent: FORGE_AGENT_NAMES[role], model: { providerId: MOCK_PROVIDER_ID, modelId: MOCK_MODEL_ID } });
+      const sent = performance.now();
+      firstPrompt ??= sent;
+      if (idleAt !== undefined) handOvers.push(sent - idleAt);
+      await idle;
+    }
+  } finally {
+    await opencode.stop();
+  }
+  const total = performance.now() - t0;
+  const requests = model.requests.slice(firstRequest).filter((r) => !r.isTitleRequest).length;
+  return { total, sessionsMs: total - (firstPrompt - t0), requests, sessionCount: s.firstRequests.length, handOvers, firstAnswer: s.arrivals[0] - firstPrompt, startMs: firstPrompt - t0 };
+}
+
+const forge = [];
+const bare = [];
+try {
+  for (let i = 0; i < WARMUP + RUNS; i++) {
+    const f = await forgeRun();
+    const b = await bareRun(f.sessions);
+    if (b.requests !== f.requests || b.sessionCount !== f.sessions.length) {
+      throw new Error(`bare run differs from Forge's: ${b.requests} vs ${f.requests} model requests, ${b.sessionCount} vs ${f.sessions.length} sessions`);
+    }
+    const tag = i < WARMUP ? 'warm-up' : `run ${i - WARMUP + 1}`;
+    console.error(`${tag}: Forge ${f.total.toFixed(0)} ms, bare ${b.total.toFixed(0)} ms (${f.sessions.length} sessions, ${f.requests} model requests each), load ${loadavg()[0].toFixed(1)}`);
+    if (i >= WARMUP) {
+      forge.push(f);
+      bare.push(b);
+    }
+  }
+} finally {
+  await engine.close().catch((e) => console.error(String(e)));
+  await bareToolServer.close().catch(() => undefined);
+  await model.close();
+  await env.cleanup();
+  for (const dir of [repo, bareDir, dataDir]) rmSync(dir, { recursive: true, force: true });
+}
+
+const fmt = (x) => x.toFixed(0).padStart(9);
+const row = (name, xs, extra = '') => console.log(`${name.padEnd(48)} ${String(xs.length).padStart(4)} ${fmt(median(xs))} ${fmt(Math.min(...xs))} ${fmt(Math.max(...xs))}${extra}`);
+const fm = forge.map((r) => r.total);
+const bm = bare.map((r) => r.total);
+const fs = forge.map((r) => r.sessionsMs);
+const bs = bare.map((r) => r.sessionsMs);
+const lat = forge.flatMap((r) => r.latencies);
+const latCommit = forge.flatMap((r) => r.withCommit);
+const latAll = [...lat, ...latCommit];
+const bareLat = bare.flatMap((r) => r.handOvers);
+const pct = (xs) => `   p50 ${percentile(xs, 50).toFixed(1)}  p95 ${percentile(xs, 95).toFixed(1)}`;
+console.log(`loop overhead (opencode ${execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim()}, ${new Date().toISOString()}, load ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
+console.log(`two-section plan, clean audits: ${forge[0].sessions.length} sessions, ${forge[0].requests} model requests per run`);
+console.log(`${'measure (ms)'.padEnd(48)} ${'n'.padStart(4)} ${'median'.padStart(9)} ${'min'.padStart(9)} ${'max'.padStart(9)}`);
+row('Forge loop: start → ended (incl. opencode start/stop)', fm);
+row('bare SDK: same prompts (incl. opencode start/stop)', bm);
+row('Forge: start → first prompt accepted', forge.map((r) => r.startMs));
+row('bare: start → first prompt accepted', bare.map((r) => r.startMs));
+row('Forge: first prompt → first model request', forge.map((r) => r.firstAnswer));
+row('bare: first prompt → first model request', bare.map((r) => r.firstAnswer));
+row('Forge: first prompt → ended', fs);
+row('bare: first prompt → last idle + stop', bs);
+row('Forge idle → next prompt accepted, all', latAll, pct(latAll));
+row('  … hand-overs without a checkpoint commit', lat, pct(lat));
+row('  … hand-overs with a section commit (git)', latCommit, pct(latCommit));
+row('bare idle → next prompt accepted (opencode)', bareLat, pct(bareLat));
+console.log('');
+console.log(`ratio Forge / bare, medians of whole runs:  ${(median(fm) / median(bm)).toFixed(3)}   (target ≤ 1.10)`);
+console.log(`ratio Forge / bare, from the first prompt: ${(median(fs) / median(bs)).toFixed(3)}`);
+console.log(`Forge idle → next prompt: p50 ${percentile(latAll, 50).toFixed(1)} ms, p95 ${percentile(latAll, 95).toFixed(1)} ms over ${latAll.length} hand-overs   (target p95 < 50 ms)`);
+console.log(`  of which opencode's own session create + prompt (bare, same calls): p50 ${percentile(bareLat, 50).toFixed(1)} ms`);
+process.exit(0);
