@@ -153,7 +153,17 @@ async function forgeRun() {
   const sessions = s.firstRequests.map((r) => ({ role: r.role, text: r.request.lastUserText }));
   const requests = model.requests.slice(firstRequest).filter((r) => !r.isTitleRequest).length;
   const firstAnswer = s.arrivals[0] - firstPrompt;
-  return { total, sessionsMs: total - (firstPrompt - t0), sessions, latencies, withCommit, requests, firstAnswer, startMs: firstPrompt - t0 };
+  // Time opencode spent inside sessions: each prompt accepted → that session's idle.
+  let inSessions = 0;
+  let promptAt;
+  for (const m of marks) {
+    if (m.mark === 'prompt_sent') promptAt = m.at;
+    else if (promptAt !== undefined) {
+      inSessions += m.at - promptAt;
+      promptAt = undefined;
+    }
+  }
+  return { total, sessionsMs: total - (firstPrompt - t0), sessions, latencies, withCommit, requests, firstAnswer, startMs: firstPrompt - t0, inSessions };
 }
 
 /** The same sessions and prompts straight through the SDK client on a fresh opencode server. */
@@ -165,6 +175,7 @@ async function bareRun(sessions) {
   const opencode = await startLoopOpencode({ loopName: 'bench-bare', worktreeDir: bareDir, toolServer: bareToolServer, prompts, extraEnv: env.env, baseEnv: { ...process.env, ...env.env } });
   let firstPrompt;
   const handOvers = [];
+  let inSessions = 0;
   try {
     const client = opencode.client;
     const waiting = new Map();
@@ -192,13 +203,14 @@ async function bareRun(sessions) {
       firstPrompt ??= sent;
       if (idleAt !== undefined) handOvers.push(sent - idleAt);
       await idle;
+      inSessions += idleAt - sent;
     }
   } finally {
     await opencode.stop();
   }
   const total = performance.now() - t0;
   const requests = model.requests.slice(firstRequest).filter((r) => !r.isTitleRequest).length;
-  return { total, sessionsMs: total - (firstPrompt - t0), requests, sessionCount: s.firstRequests.length, handOvers, firstAnswer: s.arrivals[0] - firstPrompt, startMs: firstPrompt - t0 };
+  return { total, sessionsMs: total - (firstPrompt - t0), requests, sessionCount: s.firstRequests.length, handOvers, firstAnswer: s.arrivals[0] - firstPrompt, startMs: firstPrompt - t0, inSessions };
 }
 
 const forge = [];
@@ -245,6 +257,8 @@ row('Forge: start → first prompt accepted', forge.map((r) => r.startMs));
 row('bare: start → first prompt accepted', bare.map((r) => r.startMs));
 row('Forge: first prompt → first model request', forge.map((r) => r.firstAnswer));
 row('bare: first prompt → first model request', bare.map((r) => r.firstAnswer));
+row('Forge: in sessions (prompt accepted → idle), sum', forge.map((r) => r.inSessions));
+row('bare: in sessions (prompt accepted → idle), sum', bare.map((r) => r.inSessions));
 row('Forge: first prompt → ended', fs);
 row('bare: first prompt → last idle + stop', bs);
 row('Forge idle → next prompt accepted, all', latAll, pct(latAll));

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import * as vscode from 'vscode';
 import type { ForgeExtensionApi } from '../src/vscode/api';
 import { buildLoopDiagnostics } from '../src/vscode/findings-diagnostics-model';
-import { FindingsDiagnostics } from '../src/vscode/findings-diagnostics';
+import { FindingsDiagnostics, toDiagnostic } from '../src/vscode/findings-diagnostics';
 import { toTreeItem } from '../src/vscode/loop-explorer';
 import { buildLoopTree } from '../src/vscode/loop-tree-model';
 import type { LoopsModel } from '../src/vscode/loops-model';
@@ -47,14 +47,43 @@ export async function run(): Promise<void> {
   const log = createForgeLog({ trace() {}, debug() {}, info() {}, warn() {}, error() {} });
   const diagnostics = new FindingsDiagnostics(noModel, () => undefined, log, 'forge-bench');
   const data = syntheticFindings(20_000, 1000, 50);
+  const keys = data.map((loop) => `bench/${loop.loopName}`);
   const publishMs = timeRuns(RUNS, () => {
-    for (const loop of data) diagnostics.publishLoop(`bench/${loop.loopName}`, buildLoopDiagnostics(loop.worktreeDir, loop.findings));
-    for (const loop of data) diagnostics.clearLoop(`bench/${loop.loopName}`);
+    diagnostics.update(data.map((loop, i) => [keys[i]!, buildLoopDiagnostics(loop.worktreeDir, loop.findings)] as const));
+    diagnostics.update([], keys);
   });
+  // Where the time goes: the diagnostics model, vscode.Diagnostic objects, and the collection's set/clear.
+  const built = data.map((loop) => buildLoopDiagnostics(loop.worktreeDir, loop.findings));
+  const modelMs = timeRuns(RUNS, () => {
+    for (const loop of data) buildLoopDiagnostics(loop.worktreeDir, loop.findings);
+  });
+  let prepared: [vscode.Uri, vscode.Diagnostic[]][] = [];
+  const objectsMs = timeRuns(RUNS, () => {
+    prepared = [];
+    for (const d of built) for (const [file, specs] of d.byFile) {
+      const uri = vscode.Uri.file(file);
+      prepared.push([uri, specs.map((spec) => toDiagnostic(uri, spec))]);
+    }
+  });
+  const raw = vscode.languages.createDiagnosticCollection('forge-bench-raw');
+  const setMs = timeRuns(RUNS, () => {
+    raw.set(prepared);
+    raw.set(prepared.map(([uri]) => [uri, undefined]));
+  });
+  raw.dispose();
+  // Publishing alone (what the target is about), each run starting from an empty collection.
+  const publishOnlyMs: number[] = [];
+  for (let i = 0; i <= RUNS; i++) {
+    const t = performance.now();
+    diagnostics.update(data.map((loop, k) => [keys[k]!, buildLoopDiagnostics(loop.worktreeDir, loop.findings)] as const));
+    const elapsed = performance.now() - t;
+    if (i > 0) publishOnlyMs.push(elapsed); // the first run warms up
+    diagnostics.update([], keys);
+  }
   const leftAfterClear = vscode.languages.getDiagnostics().filter(([, list]) => list.some((d) => d.source === 'Forge')).length;
   if (leftAfterClear !== 0) throw new Error(`${leftAfterClear} files still carry Forge diagnostics after clearing`);
   // Publish once more and check VS Code has them (what the Problems view reads).
-  for (const loop of data) diagnostics.publishLoop(`bench/${loop.loopName}`, buildLoopDiagnostics(loop.worktreeDir, loop.findings));
+  diagnostics.update(data.map((loop, i) => [keys[i]!, buildLoopDiagnostics(loop.worktreeDir, loop.findings)] as const));
   const published = vscode.languages.getDiagnostics().filter(([, list]) => list.some((d) => d.source === 'Forge')).reduce((n, [, list]) => n + list.length, 0);
   diagnostics.dispose();
 
@@ -68,7 +97,16 @@ export async function run(): Promise<void> {
     publishAndClearMs: publishMs,
     publishedDiagnostics: published,
     pureInHost: measurePure(RUNS),
-    medians: { moduleLoad: median(moduleLoadMs), treeItems: median(treeItemsMs), publishAndClear: median(publishMs) },
+    breakdown: { modelMs, objectsMs, setAndClearMs: setMs, publishOnlyMs },
+    medians: {
+      moduleLoad: median(moduleLoadMs),
+      treeItems: median(treeItemsMs),
+      publishAndClear: median(publishMs),
+      model: median(modelMs),
+      diagnosticObjects: median(objectsMs),
+      collectionSetAndClear: median(setMs),
+      publishOnly: median(publishOnlyMs),
+    },
   };
   console.log(`[ui-scale] ${JSON.stringify(result.medians)} activation ${api.activationMs.toFixed(1)} ms, ${published} diagnostics`);
   if (process.env.FORGE_BENCH_OUT) writeFileSync(process.env.FORGE_BENCH_OUT, JSON.stringify(result, null, 2));

@@ -17,7 +17,7 @@
 import * as esbuild from 'esbuild';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -53,7 +53,22 @@ try {
   await esbuild.build({ entryPoints: [join(root, 'bench/ui-scale-fixtures.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node20', outfile: pureBundle, logLevel: 'warning' });
   const pure = createRequire(import.meta.url)(pureBundle);
   const measured = pure.measurePure(runs);
-  if (!values.json) process.stdout.write(`plain Node ${process.version}, ${runs} runs each (after one warm-up run)\n`);
+  // How busy the machine is: the same figures mean little on a loaded machine.
+  const spin = () => {
+    let x = 0;
+    for (let k = 0; k < 1e7; k++) x += k;
+    return x;
+  };
+  const calibration = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    if (spin() < 0) throw new Error('unreachable');
+    calibration.push(performance.now() - t);
+  }
+  if (!values.json) {
+    process.stdout.write(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; calibration loop (1e7 additions) ${fmt(median(calibration))} (≈ 6–10 ms on an idle core)\n`);
+    process.stdout.write(`plain Node ${process.version}, ${runs} runs each (after one warm-up run)\n`);
+  }
   line('Loop Explorer model, 1 000 loops (buildLoopTree)', median(measured.treeMs), 20);
   line('diagnostics model, 20 000 findings / 1 000 files', median(measured.diagnosticsModelMs), 100);
 
@@ -114,7 +129,11 @@ try {
     line('loading dist/extension.cjs afresh (require)', median(results.map((r) => median(r.moduleLoadMs))));
     line('activation total = bundle load + activate()', median(results.map((r) => median(r.moduleLoadMs) + r.activationMs)), 50);
     line('Loop Explorer TreeItems, 1 000 loops (model + TreeItems)', median(results.map((r) => median(r.treeItemsMs))), 20);
-    line('publish 20 000 diagnostics on 1 000 files, then clear them', median(results.map((r) => median(r.publishAndClearMs))), 100);
+    line('publish 20 000 diagnostics on 1 000 files (FindingsDiagnostics)', median(results.map((r) => r.medians.publishOnly)), 100);
+    line('publish them and clear them again', median(results.map((r) => median(r.publishAndClearMs))));
+    line('  parts: diagnostics model (pure)', median(results.map((r) => r.medians.model)));
+    line('  parts: vscode.Diagnostic objects', median(results.map((r) => r.medians.diagnosticObjects)));
+    line('  parts: DiagnosticCollection.set + clear (VS Code itself)', median(results.map((r) => r.medians.collectionSetAndClear)));
     if (!values.json) process.stdout.write(`engine started by activation: ${results.some((r) => r.engineStartedByActivation) ? 'yes' : 'no'}; diagnostics VS Code held after publishing: ${results.map((r) => r.publishedDiagnostics).join(', ')}\n`);
   }
   if (values.json) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);

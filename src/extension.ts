@@ -28,6 +28,8 @@ import { createSettingsAccessor } from './vscode/settings-accessor';
 import { ForgeStatusBar } from './vscode/status-bar';
 import { WorktreeFolders } from './vscode/worktree-folders';
 
+// The one piece of module state: `deactivate` gets no context, yet must await the engine's
+// close (loops this window drives end with `shutdown`, the database is flushed).
 let disposeEngine: (() => Promise<void>) | undefined;
 
 export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
@@ -106,7 +108,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
 
   const activationMs = performance.now() - started;
   log.info(`activated in ${activationMs.toFixed(1)} ms (engine not started)`);
-  return createApi(ctx, treeView, activationMs);
+  return createApi(ctx, activationMs);
 }
 
 export async function deactivate(): Promise<void> {
@@ -166,7 +168,7 @@ function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
   };
 }
 
-function createApi(ctx: ForgeContext, _treeView: vscode.TreeView<LoopTreeNode>, activationMs: number): ForgeExtensionApi {
+function createApi(ctx: ForgeContext, activationMs: number): ForgeExtensionApi {
   return {
     activationMs,
     engine: () => ctx.engine.peek(),

@@ -1,3 +1,5 @@
+import * as os from 'node:os';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
 import type { CoreModule } from './core-loader';
@@ -37,6 +39,17 @@ export interface EngineHostDeps {
   apiKeyEnv: () => Promise<Record<string, string>>;
 }
 
+/** `forge.dataDir` as an absolute path (`~/` expanded), or undefined when not set. */
+export function dataDirFromSetting(value: string): string | undefined {
+  const trimmed = value.trim();
+  if (trimmed === '') return undefined;
+  const expanded = trimmed === '~' || trimmed.startsWith('~/') ? path.join(os.homedir(), trimmed.slice(1)) : trimmed;
+  if (!path.isAbsolute(expanded)) {
+    throw new Error(`The setting forge.dataDir is "${value}", a relative path. Set it to an absolute folder (or clear it to use the default).`);
+  }
+  return path.resolve(expanded);
+}
+
 export function createEngineHost(deps: EngineHostDeps): EngineHost {
   const started = new vscode.EventEmitter<ForgeEngine>();
   let engine: ForgeEngine | undefined;
@@ -51,7 +64,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
     const core = await deps.loadCore();
     const settings = await deps.settings.load();
     const hostEnv = { ...process.env, ...extraEnv };
-    const dataDir = settings['forge.dataDir'].trim() || core.resolveDataDir(hostEnv);
+    const dataDir = dataDirFromSetting(settings['forge.dataDir']) ?? core.resolveDataDir(hostEnv);
     for (const key of Object.keys(opencodeEnv)) delete opencodeEnv[key];
     Object.assign(opencodeEnv, process.env, await deps.apiKeyEnv());
     log.info(`starting the engine (data folder ${dataDir})`);

@@ -13,7 +13,7 @@ export interface FindingRef {
   readonly findingId: number;
 }
 
-function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
+export function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
   // The whole line: the editor clamps the end to the line's length (a finding does not know it).
   const range = new vscode.Range(spec.line, 0, spec.line, LINE_END);
   const diagnostic = new vscode.Diagnostic(
@@ -54,11 +54,12 @@ export class FindingsDiagnostics implements vscode.Disposable {
     this.subscriptions.push(model.onDidChange(() => this.sync()));
   }
 
-  /** Re-publishes every loop that has open findings, and clears the ones that had some. */
+  /** Re-publishes every loop whose open findings changed, and clears the ones that have none left: one update of the collection. */
   sync(): void {
     const engine = this.engine();
     if (!engine) return;
     const seen = new Set<string>();
+    const updates: [string, LoopDiagnostics][] = [];
     for (const summary of this.model.summaries()) {
       const { loop } = summary;
       const key = loopKey(loop);
@@ -71,54 +72,57 @@ export class FindingsDiagnostics implements vscode.Disposable {
       for (const r of rows) signature += `|${r.id}:${r.updatedAt}`;
       if (this.signatures.get(key) === signature) continue;
       this.signatures.set(key, signature);
-      this.publishLoop(key, buildLoopDiagnostics(loop.worktreeDir, rows));
+      updates.push([key, buildLoopDiagnostics(loop.worktreeDir, rows)]);
     }
-    for (const key of [...this.published.keys()]) if (!seen.has(key)) this.clearLoop(key);
     for (const key of [...this.signatures.keys()]) if (!seen.has(key)) this.signatures.delete(key);
+    this.update(updates, [...this.published.keys()].filter((key) => !seen.has(key)));
   }
 
-  /** Replaces the diagnostics of one loop (its scope) with `diagnostics`, in one update of the collection. */
-  publishLoop(key: string, diagnostics: LoopDiagnostics): void {
-    const previous = this.published.get(key);
-    const next = new Map<string, vscode.Uri>();
+  /**
+   * Replaces the diagnostics of the loops in `publish` (each loop's scope as a whole) and
+   * removes those of the loops in `clear`, in a single update of the collection: VS Code
+   * ships each update to the workbench, so one batch costs far less than one per loop.
+   */
+  update(publish: Iterable<readonly [string, LoopDiagnostics]>, clear: Iterable<string> = []): void {
     const entries: [vscode.Uri, vscode.Diagnostic[] | undefined][] = [];
-    for (const [file, specs] of diagnostics.byFile) {
-      const uri = vscode.Uri.file(file);
-      const id = uri.toString();
-      next.set(id, uri);
-      const refs = new Map<number, FindingRef>();
-      const list: vscode.Diagnostic[] = [];
-      for (const spec of specs) {
-        refs.set(spec.findingId, spec);
-        list.push(toDiagnostic(uri, spec));
+    for (const [key, diagnostics] of publish) {
+      const previous = this.published.get(key);
+      const next = new Map<string, vscode.Uri>();
+      for (const [file, specs] of diagnostics.byFile) {
+        const uri = vscode.Uri.file(file);
+        const id = uri.toString();
+        next.set(id, uri);
+        const refs = new Map<number, FindingRef>();
+        const list: vscode.Diagnostic[] = [];
+        for (const spec of specs) {
+          refs.set(spec.findingId, spec);
+          list.push(toDiagnostic(uri, spec));
+        }
+        entries.push([uri, list]);
+        this.findings.set(id, refs);
       }
-      entries.push([uri, list]);
-      this.findings.set(id, refs);
+      if (previous) {
+        for (const [id, uri] of previous) {
+          if (next.has(id)) continue;
+          // `undefined` in a batch removes what the collection had for that file.
+          entries.push([uri, undefined]);
+          this.findings.delete(id);
+        }
+      }
+      if (next.size > 0) this.published.set(key, next);
+      else this.published.delete(key);
     }
-    if (previous) {
+    for (const key of clear) {
+      const previous = this.published.get(key);
+      if (!previous) continue;
       for (const [id, uri] of previous) {
-        if (next.has(id)) continue;
-        // `undefined` in a batch removes what the collection had for that file.
         entries.push([uri, undefined]);
         this.findings.delete(id);
       }
+      this.published.delete(key);
+      this.log.debug(`diagnostics of loop ${key} cleared`);
     }
     if (entries.length > 0) this.collection.set(entries);
-    if (next.size > 0) this.published.set(key, next);
-    else this.published.delete(key);
-  }
-
-  clearLoop(key: string): void {
-    const previous = this.published.get(key);
-    if (!previous) return;
-    const entries: [vscode.Uri, undefined][] = [];
-    for (const [id, uri] of previous) {
-      entries.push([uri, undefined]);
-      this.findings.delete(id);
-    }
-    this.collection.set(entries);
-    this.published.delete(key);
-    this.log.debug(`diagnostics of loop ${key} cleared`);
   }
 
   /** Which finding a Forge diagnostic stands for. */

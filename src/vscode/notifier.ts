@@ -45,8 +45,7 @@ export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
     error(what, error) {
       const message = `${what}: ${errorMessage(error)}`;
       record('error', message);
-      log.error(error instanceof Error ? error : message);
-      if (error instanceof Error) log.error(what);
+      log.error(error instanceof Error && error.stack ? `${what}: ${error.stack}` : message);
       void vscode.window.showErrorMessage(message, SHOW_LOG).then((choice) => {
         if (choice === SHOW_LOG) showLog();
       });
