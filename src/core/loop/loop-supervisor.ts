@@ -463,7 +463,10 @@ export class LoopSupervisor {
       return;
     }
     cur.inFlight = false;
-    await this.recordUsage(cur);
+    // Reading the session's usage is a round trip to opencode: let it run while the loop moves
+    // on (it only adds rows of its own), and wait for it before this handler ends, and before
+    // a terminal transition so the ended loop's totals are complete.
+    const usageRecorded = this.recordUsage(cur);
     this.reportFindingChanges();
     const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
     const state = readExtras(loop).loopState;
@@ -492,13 +495,15 @@ export class LoopSupervisor {
       this.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff');
       this.current = undefined;
     }
+    let next = transition;
     if (transition.kind === 'ignore') {
       this.deps.log.warn(`[loop ${loop.name}] ${transition.why}`);
       // A handoff of the wrong role cannot move the loop; remind this session of its own.
-      await this.applyTransition(nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits));
-      return;
+      next = nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits);
     }
-    await this.applyTransition(transition);
+    if (next.kind === 'terminate') await usageRecorded;
+    await this.applyTransition(next);
+    await usageRecorded;
   }
 
   private reportFindingChanges(): void {
