@@ -4,6 +4,7 @@
  */
 import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
+import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
 import type { LoopRow } from '../core/storage/repositories';
 
@@ -66,7 +67,7 @@ function loopSummary(engine: ForgeEngine, loop: LoopRow) {
     branch: loop.branch,
     worktree: loop.worktreeDir,
     reason: loop.terminationReason,
-    supervised: loop.status === 'running' && (loop.leaseExpiresAt ?? 0) > Date.now(),
+    supervised: loop.status === 'running' && supervisorOf(loop).state === 'alive',
   };
 }
 

@@ -13,7 +13,7 @@ import type { AgentPrompts } from '../opencode/forge-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import type { PermissionRule } from '../opencode/agent-client';
-import { killServerProcessesNow } from '../opencode/server-process';
+import { killMarkedProcesses, killServerProcessesNow } from '../opencode/server-process';
 import type { ForgeSettings } from '../config/settings';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
@@ -70,6 +70,18 @@ export interface LoopRuntimeDeps {
   supervisorId?: string;
   /** Benchmark hook: idle received / prompt sent marks of every loop this runtime drives. */
   onTiming?: (mark: LoopTimingMark) => void;
+}
+
+/**
+ * Who supervises a loop: nobody (no live lease), a live process, or a process that died while
+ * its lease still runs (a killed process's lease outlives it by up to its TTL). The lease
+ * holder's pid leads its supervisor id (`<pid>:<uuid>`); Forge's data folder is local.
+ */
+export function supervisorOf(loop: Pick<LoopRow, 'supervisorId' | 'leaseExpiresAt'>, now = Date.now()): { state: 'none' } | { state: 'alive' | 'dead'; pid: number } {
+  if (!loop.supervisorId || (loop.leaseExpiresAt ?? 0) <= now) return { state: 'none' };
+  const pid = Number(loop.supervisorId.split(':')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return { state: 'alive', pid: 0 };
+  return { state: pid === process.pid || isProcessAlive(pid) ? 'alive' : 'dead', pid };
 }
 
 export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
@@ -314,14 +326,15 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       await sup.stop('cancel');
       return;
     }
-    const leaseLive = loop.supervisorId !== null && (loop.leaseExpiresAt ?? 0) > Date.now();
-    if (leaseLive) {
+    if (supervisorOf(loop).state === 'alive') {
       // Another process drives it: ask that supervisor to cancel at its next lease tick.
       repos.loops.mergeState(ref.projectId, ref.name, { cancelRequested: true });
       return;
     }
-    // Nobody drives it (its process died): record the cancel here and keep its work.
+    // Nobody drives it (its process died): record the cancel here and keep its work; the dead
+    // process's opencode server must not keep working in the worktree.
     const extras = readExtras(loop);
+    stopOrphanedOpencode(ref, extras);
     if (loop.worktreeDir) {
       await deps.worktrees
         .commitAll(loop.worktreeDir, `loop: ${loop.name} cancelled after ${extras.loopState.iteration} iterations`)
@@ -335,6 +348,20 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     emit({ type: 'loop.ended', loop: ref, status: 'cancelled', reason: { kind: 'cancelled' }, iterations: extras.loopState.iteration, branch: loop.branch, worktreeDir: loop.worktreeDir, merge: null });
   }
 
+  /**
+   * Kills the opencode server a loop's previous supervisor left (its process group, and every
+   * process carrying its marker, even when the server's main process is already gone).
+   */
+  function stopOrphanedOpencode(ref: LoopRef, extras: StoredLoopExtras): void {
+    if (!extras.opencodeMarker) return;
+    if (extras.opencodePid && isProcessAlive(extras.opencodePid)) {
+      deps.log.info(`loop ${ref.name}: stopping the previous opencode server (pid ${extras.opencodePid})`);
+      killServerProcessesNow(extras.opencodePid, extras.opencodeMarker);
+    } else {
+      killMarkedProcesses(extras.opencodeMarker);
+    }
+  }
+
   async function restart(ref: LoopRef, options: { force?: boolean } = {}): Promise<void> {
     const loop = repos.loops.get(ref.projectId, ref.name);
     if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
@@ -343,17 +370,15 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
     const running = loop.status === 'running' || loop.status === 'starting';
     if (running && !options.force) {
-      const who = loop.supervisorId && (loop.leaseExpiresAt ?? 0) > Date.now() ? `process ${loop.supervisorId.split(':')[0]} supervises it` : 'its supervising process seems gone';
+      const sup = supervisorOf(loop);
+      const who = sup.state === 'alive' ? `process ${sup.pid} supervises it` : sup.state === 'dead' ? `its supervising process ${sup.pid} is gone` : 'its supervising process seems gone';
       throw new LoopRuntimeError('running', `Loop "${ref.name}" is still marked running (${who}). Restart it with force to take it over.`);
     }
     const mine = supervisors.get(key(ref));
     if (mine) await mine.relinquish();
     const extras = readExtras(loop);
     // A forced takeover: the previous supervisor's opencode must not keep working in the worktree.
-    if (extras.opencodePid && extras.opencodeMarker && isProcessAlive(extras.opencodePid)) {
-      deps.log.info(`restart ${ref.name}: stopping the previous opencode server (pid ${extras.opencodePid})`);
-      killServerProcessesNow(extras.opencodePid, extras.opencodeMarker);
-    }
+    stopOrphanedOpencode(ref, extras);
     try {
       await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir!, branch: loop.branch!, repoDir: loop.repoDir! });
     } catch (error) {

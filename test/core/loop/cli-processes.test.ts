@@ -173,12 +173,17 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
     assert.equal(killed.signal, 'SIGKILL');
     // Forge's opencode runs in a process group of its own: killing the CLI leaves it behind.
     assert.ok(runner.processesWith(OPENCODE_MARKER_VARIABLE, oldMarker).length > 0, 'the killed CLI left its opencode server running');
-    assert.equal((await status()).status, 'running', 'a killed CLI leaves its loop marked running');
+    const orphaned = await status();
+    assert.equal(orphaned.status, 'running', 'a killed CLI leaves its loop marked running');
+    assert.equal(orphaned.supervised, false, 'its lease still runs, but its process is gone');
+    const listed = await runner.run(['status']);
+    assert.match(listed.stdout, /no live supervisor: restart with --force/);
 
     // Without --force: refused, and the loop stays as it was.
     const refused = await runner.run(['restart', LOOP]);
     assert.equal(refused.code, 2, refused.stderr);
     assert.match(refused.stderr, /still marked running/);
+    assert.match(refused.stderr, new RegExp(`its supervising process ${a.pid} is gone`));
     assert.match(refused.stderr, /force/);
     assert.equal((await status()).status, 'running');
 
@@ -233,6 +238,36 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
     assert.equal(lines[0]!.event, 'restart');
     assert.equal(lines.at(-1)!.type, 'loop.ended');
     assert.equal(lines.at(-1)!.status, 'completed');
+  });
+
+  it('forge cancel on a loop whose CLI was killed cancels it at once and stops the opencode server the dead CLI left', async () => {
+    const { model, runner, planPath } = w!;
+    const coding = deferred();
+    model.setHandler(
+      sessionScript((role, nth) => {
+        if (role === 'code' && nth === 1) {
+          coding.resolve();
+          return [hang];
+        }
+        return [role === 'code' ? handoffCoder('x') : handoffAuditor()];
+      }).handler,
+    );
+    const a = runner.start(['run', planPath, '--model', MOCK_MODEL]);
+    await Promise.race([coding.promise, a.exited.then(() => assert.fail(`the CLI ended before coding\n${a.describe()}`))]);
+    const marker = (await loopState()).opencodeMarker as string;
+    a.signal('SIGKILL');
+    await a.exited;
+    assert.ok(runner.processesWith(OPENCODE_MARKER_VARIABLE, marker).length > 0, 'the killed CLI left its opencode server running');
+
+    // The lease still runs, but nobody will act on a cancel request: the cancel happens here.
+    const cancel = await runner.run(['cancel', LOOP]);
+    assert.equal(cancel.code, 0, cancel.stderr);
+    assert.match(cancel.stdout, /: cancelled\./);
+    assert.deepEqual(runner.processesWith(OPENCODE_MARKER_VARIABLE, marker), [], 'the orphaned opencode server is stopped');
+    const end = await status();
+    assert.equal(end.status, 'cancelled');
+    assert.deepEqual(edges(end), ['start:->coding', 'cancel:coding>-']);
+    await w!.repo.git('rev-parse', '--verify', `forge/${LOOP}`);
   });
 
   it('two CLIs on one data folder: B sees A supervising, cannot restart it, and cancels it through A', async () => {
