@@ -13,8 +13,10 @@ export function createCoreLoader(distDir: string): () => Promise<CoreModule> {
   return () =>
     (loading ??= (async () => {
       const separate = join(distDir, 'core.cjs');
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
       if (existsSync(separate)) return require(separate) as CoreModule;
       return import('./core-module');
-    })());
+    })().catch((error: unknown) => {
+      loading = undefined; // a later use may try again (e.g. after a rebuild)
+      throw error;
+    }));
 }

@@ -180,6 +180,11 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     assert.deepEqual([...positions].sort((a, b) => a - b), positions, `phases seen: ${phasesSeen.join(' → ')}`);
     assert.ok(phasesSeen.filter((p) => p === 'coding').length >= 2, `the fix pass shows as a second coding phase: ${phasesSeen.join(' → ')}`);
     assert.equal(readFileSync(join(worktreeDir, 'hello.js'), 'utf8'), "console.log('hello');\n");
+    if (harnessInfo().host === 'code-server') {
+      await vscode.commands.executeCommand('forge.loopExplorer.focus');
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.deepEqual(readFileSync(await requestScreenshot('loop-explorer')).subarray(0, 8), PNG_SIGNATURE);
+    }
   });
 
   it('removes the diagnostic once the finding is resolved', async () => {
