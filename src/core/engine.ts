@@ -16,7 +16,7 @@ import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
 import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
-import { deepMerge, resolveOpencodeBinary } from './opencode/server-process';
+import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
 import {
   AUTO_DRIVER_ORDER,
@@ -282,7 +282,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     agentPrompts: () => (prompts ??= loadAgentPrompts(options.agentsDir ?? join(options.assetsDir, 'agents'))),
     opencodeEnv: () => {
       const env = baseEnv();
-      if (embeddedConfig) env.OPENCODE_CONFIG_CONTENT = JSON.stringify(deepMerge(parseJsonObject(env.OPENCODE_CONFIG_CONTENT), embeddedConfig));
+      if (embeddedConfig) env.OPENCODE_CONFIG_CONTENT = JSON.stringify(deepMerge(parseJsonObject(env.OPENCODE_CONFIG_CONTENT) ?? {}, embeddedConfig));
       return env;
     },
     opencodeExtraEnv: options.opencodeExtraEnv,
@@ -407,12 +407,3 @@ function describeSandboxLoss(loopName: string, driver: SandboxDriverName, name: 
   return `The sandbox of loop "${loopName}" ${what}. Forge stopped the loop instead of running the agent's commands on the host; nothing ran on the host. Restart the loop to create a new sandbox${state === 'unknown' ? ' once the engine answers' : ''}.`;
 }
 
-function parseJsonObject(text: string | undefined): Record<string, unknown> {
-  if (!text) return {};
-  try {
-    const v: unknown = JSON.parse(text);
-    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
-}

@@ -13,13 +13,14 @@ import type { AgentPrompts } from '../opencode/forge-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import type { PermissionRule } from '../opencode/agent-client';
-import { killMarkedProcesses, killServerProcessesNow } from '../opencode/server-process';
+import { killMarkedProcesses, killServerProcessesNow, parseJsonObject } from '../opencode/server-process';
 import type { ForgeSettings } from '../config/settings';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
 import {
   isWorkspaceError,
   loopNameFromPlan,
+  loopTeardownMessage,
   slugifyLoopName,
   uniqueLoopName,
   validateLoopName,
@@ -130,7 +131,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       }
       const baseEnv = { ...deps.opencodeEnv() };
       if (Object.keys(sandboxConfig).length > 0) {
-        const inline = safeJson(baseEnv.OPENCODE_CONFIG_CONTENT);
+        const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
         baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...sandboxConfig });
       }
       return startLoopOpencode({
@@ -337,7 +338,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     stopOrphanedOpencode(ref, extras);
     if (loop.worktreeDir) {
       await deps.worktrees
-        .commitAll(loop.worktreeDir, `loop: ${loop.name} cancelled after ${extras.loopState.iteration} iterations`)
+        .commitAll(loop.worktreeDir, loopTeardownMessage(loop.name, 'cancelled', extras.loopState.iteration))
         .catch(() => null);
     }
     deps.db.transaction((tx) => {
@@ -439,14 +440,5 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   };
 }
 
-function safeJson(text: string | undefined): Record<string, unknown> {
-  if (!text) return {};
-  try {
-    const v = JSON.parse(text);
-    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
-  } catch {
-    return {};
-  }
-}
 
 export type { MergeMode };

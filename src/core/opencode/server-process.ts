@@ -153,7 +153,8 @@ export function buildOpencodeEnvironment(input: OpencodeEnvironmentInput): Recor
   return env;
 }
 
-function parseJsonObject(text: string | undefined): Record<string, unknown> | undefined {
+/** An inline JSON configuration as an object; undefined when absent or not a JSON object. */
+export function parseJsonObject(text: string | undefined): Record<string, unknown> | undefined {
   if (!text) return undefined;
   try {
     const value: unknown = JSON.parse(text);
