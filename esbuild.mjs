@@ -1,15 +1,18 @@
-// Bundles Forge: the extension host entry, the headless CLI and the dashboard webview,
-// and copies the runtime assets they load by path (sql.js wasm, agent prompts).
-// `node esbuild.mjs [--watch] [--production]`
+// Bundles Forge: the extension host entry, the engine it loads on first use, the headless CLI
+// and the dashboard webview, and copies the runtime assets they load by path (sql.js wasm,
+// agent prompts). `--outdir DIR` writes them somewhere else than dist/ (bench/ui-scale.mjs).
+// `node esbuild.mjs [--watch] [--production] [--outdir DIR]`
 import * as esbuild from 'esbuild';
 import { cpSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const watch = process.argv.includes('--watch');
 const production = process.argv.includes('--production');
-const dist = join(root, 'dist');
+const outdirArg = process.argv.indexOf('--outdir');
+if (outdirArg !== -1 && !process.argv[outdirArg + 1]) throw new Error('esbuild.mjs: --outdir needs a folder');
+const dist = outdirArg === -1 ? join(root, 'dist') : resolve(process.argv[outdirArg + 1]);
 
 // ESM-only dependencies read import.meta.url; in a CommonJS bundle it must be derived from __filename.
 const cjsImportMeta = {
@@ -30,7 +33,11 @@ const nodeBundle = {
 
 /** @type {esbuild.BuildOptions[]} */
 const builds = [
-  { ...nodeBundle, entryPoints: { extension: 'src/extension.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode'] },
+  // The extension entry leaves the engine side out (src/vscode/core-module.ts: sql.js, zod, the
+  // opencode and MCP SDKs) so that activation loads only the surfaces; the engine is its own
+  // bundle, dist/core.cjs, which src/vscode/core-loader.ts loads on first use.
+  { ...nodeBundle, entryPoints: { extension: 'src/extension.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode', './core-module'] },
+  { ...nodeBundle, entryPoints: { core: 'src/vscode/core-module.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode'] },
   {
     ...nodeBundle,
     entryPoints: { cli: 'src/cli/main.ts' },

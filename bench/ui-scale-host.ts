@@ -23,6 +23,9 @@ export async function run(): Promise<void> {
   const t0 = performance.now();
   const api = await extension.activate();
   const activateCallMs = performance.now() - t0;
+  // Whether anything has loaded the engine bundle (dist/core.cjs) so far: activation must not.
+  const coreBundle = join(harness.extensionPath, 'dist', 'core.cjs');
+  const coreLoadedAfterActivation = Object.keys(require.cache).includes(coreBundle);
 
   // Loading the extension's bundle afresh (a new module instance; the running one is untouched).
   const bundle = join(harness.extensionPath, 'dist', 'extension.cjs');
@@ -92,6 +95,7 @@ export async function run(): Promise<void> {
     activationMs: api.activationMs,
     activateCallMs,
     engineStartedByActivation: api.engine() !== undefined,
+    coreLoadedAfterActivation,
     moduleLoadMs,
     treeItemsMs,
     publishAndClearMs: publishMs,

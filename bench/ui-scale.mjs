@@ -8,14 +8,16 @@
 //      DiagnosticCollection (and clearing them).
 // Targets: activation < 50 ms with no process started, tree < 20 ms, diagnostics < 100 ms.
 //
-//   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--split-core] [--json]
+//   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--json]
+//   npm run bench:ui
 //
-// --split-core measures a build in which the engine side (src/vscode/core-module.ts) is its own
-// bundle, dist/core.cjs, loaded on first use (the loader prefers it when present), instead of
-// being inlined, lazily evaluated, into dist/extension.cjs: built into a temporary copy of the
-// extension, the repository's dist/ is not touched.
+// The extension host loads the build a user installs: `node esbuild.mjs --production` (what
+// `npm run package` puts in the VSIX: dist/extension.cjs, and the engine in dist/core.cjs,
+// loaded on first use) written into a temporary copy of the extension, so the repository's
+// dist/ is not touched.
 import * as esbuild from 'esbuild';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -29,7 +31,6 @@ const { values } = parseArgs({
     'host-runs': { type: 'string', default: '3' },
     'no-host': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
-    'split-core': { type: 'boolean', default: false },
   },
 });
 const runs = Number(values.runs);
@@ -86,26 +87,14 @@ try {
       external: ['vscode'],
       logLevel: 'warning',
     });
-    let extensionDevelopmentPath = root;
-    if (values['split-core']) {
-      extensionDevelopmentPath = join(work, 'extension');
-      mkdirSync(join(extensionDevelopmentPath, 'dist'), { recursive: true });
-      for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
-      for (const entry of ['sql-wasm.wasm', 'agents', 'webview.js']) cpSync(join(root, 'dist', entry), join(extensionDevelopmentPath, 'dist', entry), { recursive: true });
-      const common = {
-        bundle: true,
-        platform: 'node',
-        format: 'cjs',
-        target: 'node20',
-        outdir: join(extensionDevelopmentPath, 'dist'),
-        outExtension: { '.js': '.cjs' },
-        define: { 'import.meta.url': '__forgeImportMetaUrl' },
-        banner: { js: "const __forgeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
-        logLevel: 'warning',
-      };
-      await esbuild.build({ ...common, entryPoints: { extension: join(root, 'src/extension.ts') }, external: ['vscode', './core-module'] });
-      await esbuild.build({ ...common, entryPoints: { core: join(root, 'src/vscode/core-module.ts') }, external: ['vscode'] });
-    }
+    // The production build, as the VSIX carries it, in a temporary copy of the extension.
+    const extensionDevelopmentPath = join(work, 'extension');
+    mkdirSync(extensionDevelopmentPath, { recursive: true });
+    for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
+    const build = spawnSync(process.execPath, [join(root, 'esbuild.mjs'), '--production', '--outdir', join(extensionDevelopmentPath, 'dist')], { cwd: root, encoding: 'utf8' });
+    if (build.status !== 0) throw new Error(`node esbuild.mjs --production failed (exit ${build.status ?? build.signal}):\n${build.stderr}`);
+    const size = (file) => statSync(join(extensionDevelopmentPath, 'dist', file)).size;
+    const bundleSizes = `dist/extension.cjs ${(size('extension.cjs') / 1024).toFixed(0)} KB, dist/core.cjs ${(size('core.cjs') / 1024).toFixed(0)} KB`;
     const { runVsCodeTests } = await import('../test/vscode/run-host.mjs');
     const results = [];
     for (let i = 0; i < hostRuns; i++) {
@@ -123,7 +112,7 @@ try {
     if (results.some((r) => r.engineStartedByActivation)) throw new Error('activation started the engine');
     if (!values.json) {
       process.stdout.write(`\nVS Code extension host (code-server 4.139.1 / VS Code 1.139.1, Node 24), ${hostRuns} host runs × ${runs} runs`);
-      process.stdout.write(values['split-core'] ? ', engine in its own bundle (dist/core.cjs)\n' : ', engine inlined in dist/extension.cjs\n');
+      process.stdout.write(`, production build (${bundleSizes})\n`);
     }
     line('activate() of the extension (own measure, median of host runs)', median(results.map((r) => r.activationMs)), 50);
     line('loading dist/extension.cjs afresh (require)', median(results.map((r) => median(r.moduleLoadMs))));
@@ -134,7 +123,7 @@ try {
     line('  parts: diagnostics model (pure)', median(results.map((r) => r.medians.model)));
     line('  parts: vscode.Diagnostic objects', median(results.map((r) => r.medians.diagnosticObjects)));
     line('  parts: DiagnosticCollection.set + clear (VS Code itself)', median(results.map((r) => r.medians.collectionSetAndClear)));
-    if (!values.json) process.stdout.write(`engine started by activation: ${results.some((r) => r.engineStartedByActivation) ? 'yes' : 'no'}; diagnostics VS Code held after publishing: ${results.map((r) => r.publishedDiagnostics).join(', ')}\n`);
+    if (!values.json) process.stdout.write(`engine started by activation: ${results.some((r) => r.engineStartedByActivation) ? 'yes' : 'no'}; dist/core.cjs loaded by then: ${results.some((r) => r.coreLoadedAfterActivation) ? 'yes' : 'no'}; diagnostics VS Code held after publishing: ${results.map((r) => r.publishedDiagnostics).join(', ')}\n`);
   }
   if (values.json) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } finally {

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 export type CoreModule = typeof import('./core-module');
 
 /**
- * Loads the engine side of Forge on first use. A separate bundle (`dist/core.cjs`) when the
- * build made one, so the extension's own bundle stays small; otherwise the copy esbuild
- * inlined into the extension bundle (evaluated only now, never at activation).
+ * Loads the engine side of Forge on first use. The build (esbuild.mjs) makes it a separate
+ * bundle, `dist/core.cjs`, so that loading the extension's own bundle at activation stays
+ * cheap; run from source (tsx), the module is imported directly.
  */
 export function createCoreLoader(distDir: string): () => Promise<CoreModule> {
   let loading: Promise<CoreModule> | undefined;
@@ -14,7 +14,13 @@ export function createCoreLoader(distDir: string): () => Promise<CoreModule> {
     (loading ??= (async () => {
       const separate = join(distDir, 'core.cjs');
       if (existsSync(separate)) return require(separate) as CoreModule;
-      return import('./core-module');
+      try {
+        return await import('./core-module');
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+        throw new Error(`Forge could not load its engine: ${separate} is missing. Reinstall the extension (in a checkout: npm run build).`, { cause: error });
+      }
     })().catch((error: unknown) => {
       loading = undefined; // a later use may try again (e.g. after a rebuild)
       throw error;
