@@ -216,6 +216,17 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return [`user.name=${identity.name}`, `user.email=${identity.email}`];
   }
 
+  // Per worktree, for the service's lifetime: HEAD's tracking of artefact folders cannot change
+  // (commits leave untracked artefact folders out), and an identity is read once per loop.
+  const untrackedArtefactCache = new Map<string, Promise<string[]>>();
+  const identityCache = new Map<string, Promise<string[]>>();
+  function untrackedArtefactDirsOf(worktreeDir: string): Promise<string[]> {
+    return cachedPromise(untrackedArtefactCache, worktreeDir, () => untrackedArtefactDirs(worktreeDir));
+  }
+  function identityConfigOf(worktreeDir: string): Promise<string[]> {
+    return cachedPromise(identityCache, worktreeDir, () => identityConfig(worktreeDir));
+  }
+
   /** Artefact folders the worktree's HEAD does not track (those are the ones kept out of commits). */
   async function untrackedArtefactDirs(worktreeDir: string): Promise<string[]> {
     const untracked: string[] = [];
@@ -232,8 +243,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * linked worktree resolves into the shared `.git/info/exclude` (git ≤ 2.4x),
    * so writing there would change ignores in the user's own working tree too.
    * When git gives the worktree a private exclude file, the rules go there;
-   * otherwise each untracked artefact folder gets a self-ignoring `.gitignore`
-   * (`*`), which stays local to the worktree and is never committed.
+   * otherwise each untracked artefact folder that already exists (a worktree
+   * recreated over an old folder) gets a self-ignoring `.gitignore` (`*`), which
+   * stays local to the worktree and is never committed.
    * `commitAll` also excludes these folders by pathspec.
    */
   async function installArtefactIgnores(worktreeDir: string): Promise<void> {
@@ -252,6 +264,11 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       return;
     }
     for (const dir of dirs) {
+      // Never create the folder: opencode treats every `.opencode/` it finds as a config folder
+      // and installs `@opencode-ai/plugin` into it from the npm registry, a download per loop
+      // that also holds opencode's shutdown for seconds. A folder opencode creates itself gets
+      // opencode's own `.gitignore`, and commitAll keeps the folder out of commits regardless.
+      if (!(await pathExists(path.join(worktreeDir, dir)))) continue;
       const ignoreFile = path.join(worktreeDir, dir, '.gitignore');
       if (await pathExists(ignoreFile)) continue;
       await mkdir(path.dirname(ignoreFile), { recursive: true });
@@ -470,20 +487,24 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     }
     if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
 
-    const excluded = await untrackedArtefactDirs(worktreeDir);
-    for (const dir of excluded) {
-      // Unstage anything an agent added there by hand; HEAD does not track it, so this only touches the index.
-      await git.ok(worktreeDir, ['rm', '-r', '-q', '--cached', '--ignore-unmatch', '--', dir]);
+    // Checkpoints sit between two agent sessions, so every git process here delays the next
+    // prompt: the common case is three (add, diff, commit), each step's result reused.
+    const excluded = await untrackedArtefactDirsOf(worktreeDir);
+    const excludeSpecs = excluded.map((dir) => `:(exclude)${dir}`);
+    await git.ok(worktreeDir, ['add', '-A', '--', '.', ...excludeSpecs]);
+    let staged = (await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z'])).split('\0').filter(Boolean);
+    if (staged.some((file) => excluded.some((dir) => file === dir || file.startsWith(`${dir}/`)))) {
+      // An agent staged artefacts by hand; HEAD does not track them, so this only touches the index.
+      await git.ok(worktreeDir, ['rm', '-r', '-q', '--cached', '--ignore-unmatch', '--', ...excluded]);
+      staged = (await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z'])).split('\0').filter(Boolean);
     }
-    await git.ok(worktreeDir, ['add', '-A', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]);
-    const staged = await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z']);
-    if (staged === '') {
+    if (staged.length === 0) {
       log.debug(`workspace: nothing to commit in ${worktreeDir}`);
       return null;
     }
 
-    const config = await identityConfig(worktreeDir);
-    const result = await git.run(worktreeDir, ['commit', '-q', '-m', message], { config });
+    const config = [...(await identityConfigOf(worktreeDir)), 'core.abbrev=40'];
+    const result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message], { config });
     if (result.exitCode !== 0) {
       const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
       throw new WorkspaceError(
@@ -491,7 +512,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
         `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. If a commit hook rejected it, fix what it reports; the changes stay staged in the worktree.`,
       );
     }
-    const sha = firstLine(await git.ok(worktreeDir, ['rev-parse', 'HEAD']));
+    // git's summary line, "[branch <sha>] subject", carries the full sha with core.abbrev=40.
+    const sha = /^\[[^\n]*?\b([0-9a-f]{40})\]/m.exec(result.stdout)?.[1] ?? firstLine(await git.ok(worktreeDir, ['rev-parse', 'HEAD']));
     log.info(`workspace: committed ${sha.slice(0, 12)} in ${worktreeDir}: ${firstLine(message)}`);
     return sha;
   }
@@ -657,7 +679,11 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     if (top.exitCode !== 0 || (await canonicalPath(firstLine(top.stdout))) !== worktreeDir) {
       throw new WorkspaceError('worktree_mismatch', `${worktreeDir} is not a git worktree, so Forge leaves it alone. Remove it yourself if you no longer need it.`);
     }
-    const result = await git.run(worktreeDir, ['worktree', 'remove', worktreeDir]);
+    // Dirty means work of the loop's own: artefact folders (opencode's plugin install and the
+    // like) are left out of commits, so they do not keep a worktree alive either.
+    const excluded = await untrackedArtefactDirsOf(worktreeDir);
+    const dirty = await git.ok(worktreeDir, ['status', '--porcelain', '-z', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]);
+    const result = dirty === '' ? await git.run(worktreeDir, ['worktree', 'remove', '--force', worktreeDir]) : { exitCode: 1, stdout: '', stderr: 'contains modified or untracked files' };
     if (result.exitCode !== 0) {
       const detail = result.stderr.trim().replace(/\s+/g, ' ');
       if (/modified or untracked files/i.test(detail)) {
@@ -719,3 +745,14 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 }
 
 export type WorktreeService = ReturnType<typeof createWorktreeService>;
+
+/** The cached promise for `key`, made by `make` on first use; a failed one is forgotten. */
+function cachedPromise<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+  let hit = cache.get(key);
+  if (!hit) {
+    hit = make();
+    cache.set(key, hit);
+    hit.catch(() => cache.delete(key));
+  }
+  return hit;
+}

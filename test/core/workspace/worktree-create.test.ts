@@ -160,17 +160,21 @@ describe('workspace: worktree creation', () => {
     assert.match(error.message, /git branch -m forge/);
   });
 
-  it('keeps .opencode/ out of status and commits without touching .gitignore or the shared info/exclude', async () => {
+  it('keeps .opencode/ out of commits without creating it or touching .gitignore or the shared info/exclude', async () => {
     box.commit(repo, { '.gitignore': 'node_modules/\n' });
     const sharedExclude = path.join(repo, '.git', 'info', 'exclude');
     const excludeBefore = existsSync(sharedExclude) ? readFileSync(sharedExclude, 'utf8') : null;
 
-    const created = await box.service().createWorktree({ repoPath: repo, loopName: 'artefacts' });
+    const service = box.service();
+    const created = await service.createWorktree({ repoPath: repo, loopName: 'artefacts' });
     // What git does: a linked worktree's info/exclude is the shared one.
     assert.equal(box.git(created.worktreeDir, 'rev-parse', '--path-format=absolute', '--git-path', 'info/exclude'), sharedExclude);
+    // No .opencode/ folder appears: opencode would install @opencode-ai/plugin into it.
+    assert.ok(!existsSync(path.join(created.worktreeDir, '.opencode')));
 
     box.write(created.worktreeDir, { '.opencode/package.json': '{}', '.opencode/node_modules/x/index.js': '', 'feature.ts': 'x' });
-    assert.equal(box.git(created.worktreeDir, 'status', '--porcelain', '--untracked-files=all'), '?? feature.ts');
+    assert.ok(await service.commitAll(created.worktreeDir, 'section 1: feature'));
+    assert.equal(box.git(created.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), 'feature.ts');
 
     assert.equal(readFileSync(path.join(created.worktreeDir, '.gitignore'), 'utf8'), 'node_modules/\n');
     assert.equal(existsSync(sharedExclude) ? readFileSync(sharedExclude, 'utf8') : null, excludeBefore);
