@@ -16,7 +16,7 @@
 //
 //   node bench/loop-overhead.mjs [--runs 3] [--warmup 1]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,7 +33,7 @@ const { loadAgentPrompts } = await load('src/core/opencode/forge-config.ts');
 const { startForgeToolServer } = await load('src/core/opencode/forge-tool-server.ts');
 const { startLoopOpencode } = await load('src/core/opencode/loop-opencode.ts');
 const { FORGE_AGENT_NAMES } = await load('src/core/opencode/forge-tools.ts');
-const { resolveOpencodeBinary } = await load('src/core/opencode/server-process.ts');
+const { resolveOpencodeBinary, startOpencodeProcess } = await load('src/core/opencode/server-process.ts');
 const { startScriptedModel, toolCall } = await load('src/core/opencode/scripted-model.ts');
 const { writeOpencodeTestEnvironment, MOCK_MODEL, MOCK_PROVIDER_ID, MOCK_MODEL_ID } = await load('test/support/opencode-test-env.ts');
 const { createRecordingToolBackend } = await load('test/support/recording-tool-backend.ts');
@@ -102,6 +102,18 @@ const model = await startScriptedModel();
 const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
 const repo = makeRepo('forge-bench-loop-repo-');
 const bareDir = makeRepo('forge-bench-bare-');
+// A fresh opencode home installs @opencode-ai/plugin into its config folder from the npm registry
+// once, in the background, and holds every shutdown until that install is done; a user's
+// machine has done it long ago. Let it finish before measuring, or whichever side stops first
+// pays for it (and, killed half way, the next server starts it again).
+{
+  const configDir = path.join(env.env.XDG_CONFIG_HOME, 'opencode');
+  const server = await startOpencodeProcess({ binaryPath: resolveOpencodeBinary(), cwd: bareDir, baseEnv: { ...process.env, ...env.env } });
+  const t0 = performance.now();
+  while (!existsSync(path.join(configDir, 'package-lock.json')) && performance.now() - t0 < 180_000) await new Promise((r) => setTimeout(r, 250));
+  await server.stop();
+  console.error(`opencode's one-time plugin install in a fresh home: ${(performance.now() - t0).toFixed(0)} ms${existsSync(path.join(configDir, 'package-lock.json')) ? '' : ' (not finished after 180 s; stop times below include it)'}`);
+}
 const dataDir = mkdtempSync(path.join(tmpdir(), 'forge-bench-data-'));
 const prompts = await loadAgentPrompts(path.join(root, 'src/core/opencode/agents'));
 const bareToolServer = await startForgeToolServer({ backend: createRecordingToolBackend() });
@@ -138,15 +150,23 @@ async function forgeRun() {
   const total = performance.now() - t0;
   if (end.type !== 'loop.ended' || end.status !== 'completed') throw new Error(`Forge loop did not complete: ${JSON.stringify(end)}`);
   const firstPrompt = marks.find((m) => m.mark === 'prompt_sent').at;
-  // A hand-over: the idle that ended a session, to the next prompt opencode accepted.
+  // A hand-over: the idle that ended a session, to the next prompt Forge sent (handed to the
+  // client: Forge's own work done) and to opencode accepting it.
   const latencies = [];
   const withCommit = [];
+  const accepted = [];
   let lastIdle;
+  let dispatchedAfterIdle = false;
   for (const m of marks) {
-    if (m.mark === 'idle') lastIdle = m.at;
-    else if (lastIdle !== undefined) {
+    if (m.mark === 'idle') {
+      lastIdle = m.at;
+      dispatchedAfterIdle = false;
+    } else if (lastIdle !== undefined && m.mark === 'prompt_dispatched' && !dispatchedAfterIdle) {
       const committed = commitsAt.some((t) => t > lastIdle && t < m.at);
       (committed ? withCommit : latencies).push(m.at - lastIdle);
+      dispatchedAfterIdle = true;
+    } else if (lastIdle !== undefined && m.mark === 'prompt_sent') {
+      accepted.push(m.at - lastIdle);
       lastIdle = undefined;
     }
   }
@@ -158,12 +178,12 @@ async function forgeRun() {
   let promptAt;
   for (const m of marks) {
     if (m.mark === 'prompt_sent') promptAt = m.at;
-    else if (promptAt !== undefined) {
+    else if (m.mark === 'idle' && promptAt !== undefined) {
       inSessions += m.at - promptAt;
       promptAt = undefined;
     }
   }
-  return { total, sessionsMs: total - (firstPrompt - t0), sessions, latencies, withCommit, requests, firstAnswer, startMs: firstPrompt - t0, inSessions };
+  return { total, sessionsMs: total - (firstPrompt - t0), sessions, latencies, withCommit, accepted, requests, firstAnswer, startMs: firstPrompt - t0, inSessions };
 }
 
 /** The same sessions and prompts straight through the SDK client on a fresh opencode server. */
@@ -265,10 +285,12 @@ row('Forge: outside sessions (total − in sessions)', forgeOut);
 row('bare: outside sessions (total − in sessions)', bareOut);
 row('Forge: first prompt → ended', fs);
 row('bare: first prompt → last idle + stop', bs);
-row('Forge idle → next prompt accepted, all', latAll, pct(latAll));
+const latAccepted = forge.flatMap((r) => r.accepted);
+row('Forge idle → next prompt sent, all', latAll, pct(latAll));
 row('  … hand-overs without a checkpoint commit', lat, pct(lat));
 row('  … hand-overs with a section commit (git)', latCommit, pct(latCommit));
-row('bare idle → next prompt accepted (opencode)', bareLat, pct(bareLat));
+row('Forge idle → next prompt accepted by opencode', latAccepted, pct(latAccepted));
+row('bare idle → next prompt accepted (create + prompt)', bareLat, pct(bareLat));
 console.log('');
 console.log(`ratio Forge / bare, medians of whole runs:  ${(median(fm) / median(bm)).toFixed(3)}   (target ≤ 1.10)`);
 console.log(`ratio Forge / bare, from the first prompt: ${(median(fs) / median(bs)).toFixed(3)}`);
@@ -276,6 +298,6 @@ console.log(`ratio Forge / bare, from the first prompt: ${(median(fs) / median(b
 // most of a loaded machine's noise: pool it, and compare what each side adds around it.
 const pooled = median([...forge, ...bare].map((r) => r.inSessions));
 console.log(`ratio with pooled in-session time (${pooled.toFixed(0)} ms) + each side's median outside time: ${((pooled + median(forgeOut)) / (pooled + median(bareOut))).toFixed(3)}`);
-console.log(`Forge idle → next prompt: p50 ${percentile(latAll, 50).toFixed(1)} ms, p95 ${percentile(latAll, 95).toFixed(1)} ms over ${latAll.length} hand-overs   (target p95 < 50 ms)`);
-console.log(`  of which opencode's own session create + prompt (bare, same calls): p50 ${percentile(bareLat, 50).toFixed(1)} ms`);
+console.log(`Forge idle → next prompt sent: p50 ${percentile(latAll, 50).toFixed(1)} ms, p95 ${percentile(latAll, 95).toFixed(1)} ms over ${latAll.length} hand-overs   (target p95 < 50 ms)`);
+console.log(`  … to opencode accepting it: p50 ${percentile(latAccepted, 50).toFixed(1)} ms, p95 ${percentile(latAccepted, 95).toFixed(1)} ms (bare create + prompt: p50 ${percentile(bareLat, 50).toFixed(1)} ms)`);
 process.exit(0);

@@ -124,6 +124,16 @@ export class LoopSupervisor {
   private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
+  /**
+   * One empty session per role, created while the current session runs, so a hand-over needs
+   * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
+   */
+  private spares = new Map<Role, Promise<string | null>>();
+  /**
+   * Row writes of the hand-over in progress (finished attempt, handoff fields), made in the same
+   * transaction as the phase change that follows them: one journal sync instead of several.
+   */
+  private deferredWrites: Array<(repos: ForgeRepositories) => void> = [];
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -289,27 +299,25 @@ export class LoopSupervisor {
     if (modelText) model = parseModelRef(modelText);
     let sessionId: string;
     try {
-      const created = await client.createSession({
-        title: `Forge ${loop.name} · ${phase} · iteration ${state.iteration}`,
-        agent: FORGE_AGENT_NAMES[role],
-        ...(model ? { model } : {}),
-        permission: this.agent!.permissionRuleset(role, readExtras(loop).userDenyRules),
-      });
-      sessionId = created.id;
+      sessionId = await this.takeSession(role, `Forge ${loop.name} · ${phase} · iteration ${state.iteration}`, model, readExtras(loop).userDenyRules);
     } catch (error) {
       this.deps.log.error(`[loop ${loop.name}] session creation failed: ${String(error)}`);
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
       return;
     }
-    const attempt = this.repos.attempts.start(this.ref.projectId, {
-      loopName: loop.name,
-      kind: phase === 'auditing' ? 'audit' : phase === 'final_auditing' ? 'final_audit' : phase === 'post_action' ? 'post_action' : 'coding',
-      iteration: state.iteration,
-      sectionIndex: state.sectionIndex,
-      sessionId,
-      model: modelText,
+    const { attempt, updated } = this.deps.db.transaction((tx) => {
+      const repos = createForgeRepositories(tx);
+      const started = repos.attempts.start(this.ref.projectId, {
+        loopName: loop.name,
+        kind: phase === 'auditing' ? 'audit' : phase === 'final_auditing' ? 'final_audit' : phase === 'post_action' ? 'post_action' : 'coding',
+        iteration: state.iteration,
+        sectionIndex: state.sectionIndex,
+        sessionId,
+        model: modelText,
+      });
+      return { attempt: started, updated: repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' }) };
     });
-    loop = this.repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' });
+    loop = updated;
     const now = Date.now();
     this.current = {
       id: sessionId,
@@ -329,6 +337,54 @@ export class LoopSupervisor {
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
     const text = buildPhasePrompt(this.promptContext(loop, state));
     await this.sendPrompt(text);
+    // The next hand-over's session, made while this one works.
+    this.prepareSpare('code');
+    this.prepareSpare('auditor');
+  }
+
+  private spareTitle(role: Role): string {
+    return `Forge ${this.ref.name} · next ${role === 'code' ? 'coding' : 'audit'} session`;
+  }
+
+  private prepareSpare(role: Role): void {
+    if (this.spares.has(role) || this.ended || this.disposed || !this.client || !this.agent) return;
+    const created = this.client
+      .createSession({ title: this.spareTitle(role), agent: FORGE_AGENT_NAMES[role], permission: this.agent.permissionRuleset(role, readExtras(this.loop()).userDenyRules) })
+      .then(
+        (session) => session.id,
+        (error: unknown) => {
+          this.deps.log.debug(`[loop ${this.ref.name}] could not prepare a ${role} session ahead: ${String(error)}`);
+          return null;
+        },
+      );
+    this.spares.set(role, created);
+  }
+
+  /** A session for the next phase: the spare of its role (renamed), else a new one. */
+  private async takeSession(role: Role, title: string, model: ModelRef | undefined, userDenyRules: PermissionRule[]): Promise<string> {
+    const spare = this.spares.get(role);
+    this.spares.delete(role);
+    const spareId = spare ? await spare : null;
+    if (spareId) {
+      void this.client!.setSessionTitle(spareId, title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${spareId}: ${String(e)}`));
+      return spareId;
+    }
+    const created = await this.client!.createSession({
+      title,
+      agent: FORGE_AGENT_NAMES[role],
+      ...(model ? { model } : {}),
+      permission: this.agent!.permissionRuleset(role, userDenyRules),
+    });
+    return created.id;
+  }
+
+  /** Deletes the sessions prepared ahead that no phase used. */
+  private async dropSpares(): Promise<void> {
+    const pending = [...this.spares.values()];
+    this.spares.clear();
+    for (const id of await Promise.all(pending)) {
+      if (id) await this.client?.deleteSession(id).catch(() => {});
+    }
   }
 
   private async sendPrompt(text: string): Promise<void> {
@@ -339,6 +395,7 @@ export class LoopSupervisor {
     cur.inFlight = true;
     const role = cur.role;
     try {
+      if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_dispatched', loop: this.ref, sessionId: cur.id, at: performance.now() });
       await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}) });
       if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_sent', loop: this.ref, sessionId: cur.id, at: performance.now() });
     } catch (error) {
@@ -418,33 +475,47 @@ export class LoopSupervisor {
     }
   }
 
-  private finishAttempt(outcome: 'succeeded' | 'failed' | 'abandoned', error?: string, id = this.current?.attemptId): void {
+  private finishAttempt(outcome: 'succeeded' | 'failed' | 'abandoned', error?: string, id = this.current?.attemptId, deferred = false): void {
     if (id === undefined) return;
-    try {
-      this.repos.attempts.finish(this.ref.projectId, id, { outcome, error: error ?? null });
-    } catch {
-      /* already finished */
-    }
+    const write = (repos: ForgeRepositories) => {
+      try {
+        repos.attempts.finish(this.ref.projectId, id, { outcome, error: error ?? null });
+      } catch {
+        /* already finished */
+      }
+    };
+    if (deferred) this.deferredWrites.push(write);
+    else write(this.repos);
+  }
+
+  /** Makes the deferred writes, in `repos`' transaction when given. */
+  private flushDeferredWrites(repos: ForgeRepositories = this.repos): void {
+    const writes = this.deferredWrites;
+    this.deferredWrites = [];
+    for (const write of writes) write(repos);
   }
 
   private async recordUsage(session: CurrentSession): Promise<void> {
     try {
       const usage = await this.client!.usage(session.id);
-      for (const u of usage) {
-        this.repos.sessionUsage.record(
-          this.ref.projectId,
-          { loopName: this.ref.name, sessionId: session.id, role: session.role, model: `${u.providerId}/${u.modelId}` },
-          {
-            inputTokens: u.usage.input,
-            outputTokens: u.usage.output,
-            reasoningTokens: u.usage.reasoning,
-            cacheReadTokens: u.usage.cacheRead,
-            cacheWriteTokens: u.usage.cacheWrite,
-            cost: u.cost,
-            messages: u.messages,
-          },
-        );
-      }
+      this.deps.db.transaction((tx) => {
+        const repos = createForgeRepositories(tx);
+        for (const u of usage) {
+          repos.sessionUsage.record(
+            this.ref.projectId,
+            { loopName: this.ref.name, sessionId: session.id, role: session.role, model: `${u.providerId}/${u.modelId}` },
+            {
+              inputTokens: u.usage.input,
+              outputTokens: u.usage.output,
+              reasoningTokens: u.usage.reasoning,
+              cacheReadTokens: u.usage.cacheRead,
+              cacheWriteTokens: u.usage.cacheWrite,
+              cost: u.cost,
+              messages: u.messages,
+            },
+          );
+        }
+      });
       this.deps.emit({ type: 'loop.usage', loop: this.ref });
     } catch (error) {
       this.deps.log.warn(`[loop ${this.ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
@@ -463,10 +534,6 @@ export class LoopSupervisor {
       return;
     }
     cur.inFlight = false;
-    // Reading the session's usage is a round trip to opencode: let it run while the loop moves
-    // on (it only adds rows of its own), and wait for it before this handler ends, and before
-    // a terminal transition so the ended loop's totals are complete.
-    const usageRecorded = this.recordUsage(cur);
     this.reportFindingChanges();
     const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
     const state = readExtras(loop).loopState;
@@ -481,18 +548,14 @@ export class LoopSupervisor {
         openBugs: counts.bug,
         openFindings: counts.bug + counts.warning,
       };
-      if (handoff.role === 'auditor') {
-        const p = handoff.payload as { summary?: string };
-        this.repos.loops.setLargeFields(this.ref.projectId, loop.name, { lastAuditSummary: p.summary ?? null });
-      } else {
-        this.repos.loops.setLargeFields(this.ref.projectId, loop.name, { lastCoderHandoff: JSON.stringify(handoff.payload) });
-      }
+      const fields = handoff.role === 'auditor' ? { lastAuditSummary: (handoff.payload as { summary?: string }).summary ?? null } : { lastCoderHandoff: JSON.stringify(handoff.payload) };
+      this.deferredWrites.push((repos) => repos.loops.setLargeFields(this.ref.projectId, loop.name, fields));
     } else {
       event = { type: 'idle_without_handoff' };
     }
     const transition = nextTransition(state, event, readExtras(loop).limits);
     if (transition.kind !== 'remind_handoff' && transition.kind !== 'ignore') {
-      this.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff');
+      this.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff', cur.attemptId, true);
       this.current = undefined;
     }
     let next = transition;
@@ -501,9 +564,12 @@ export class LoopSupervisor {
       // A handoff of the wrong role cannot move the loop; remind this session of its own.
       next = nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits);
     }
-    if (next.kind === 'terminate') await usageRecorded;
+    // Reading the session's usage is a round trip to opencode: after the next prompt is out
+    // (it only adds rows of its own), but before a terminal transition so the ended loop's
+    // totals are complete.
+    if (next.kind === 'terminate') await this.recordUsage(cur);
     await this.applyTransition(next);
-    await usageRecorded;
+    if (next.kind !== 'terminate') await this.recordUsage(cur);
   }
 
   private reportFindingChanges(): void {
@@ -545,6 +611,7 @@ export class LoopSupervisor {
   private async applyTransition(t: Transition): Promise<void> {
     if (t.kind === 'ignore') {
       this.deps.log.info(`[loop ${this.ref.name}] ignored: ${t.why}`);
+      this.flushDeferredWrites();
       return;
     }
     const before = this.loop();
@@ -590,6 +657,7 @@ export class LoopSupervisor {
     const { projectId, name } = this.ref;
     this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
+      this.flushDeferredWrites(repos);
       const loop = repos.loops.get(projectId, name)!;
       const extras = readExtras(loop);
       repos.loops.update(projectId, name, {
@@ -646,6 +714,7 @@ export class LoopSupervisor {
     const loopBefore = this.loop();
     this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
+      this.flushDeferredWrites(repos);
       const loop = repos.loops.get(projectId, name)!;
       for (const e of effects) if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
       repos.loops.update(projectId, name, {
@@ -781,6 +850,12 @@ export class LoopSupervisor {
       }
     }
     this.disposers = [];
+    try {
+      this.flushDeferredWrites();
+    } catch (e) {
+      this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
+    }
+    await this.dropSpares();
     if (this.agent) {
       this.agent.scope.setActiveSession(undefined);
       await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));

@@ -65,8 +65,13 @@ export type LoopRuntimeListener = (event: LoopRuntimeEvent) => void;
  * of its current session, and when a prompt it sent was accepted by opencode. `at` is
  * `performance.now()`.
  */
+/**
+ * Benchmark marks (performance.now()): `idle` when the supervisor receives the current session's
+ * idle, `prompt_dispatched` when Forge hands the next prompt to the client (its own work is
+ * done), `prompt_sent` when opencode has accepted it.
+ */
 export interface LoopTimingMark {
-  mark: 'idle' | 'prompt_sent';
+  mark: 'idle' | 'prompt_dispatched' | 'prompt_sent';
   loop: LoopRef;
   sessionId: string;
   at: number;

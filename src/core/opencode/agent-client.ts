@@ -168,6 +168,7 @@ export interface AgentClient {
   /** Usage of one session's assistant messages, per provider/model. */
   usage(sessionId: string): Promise<SessionUsageByModel[]>;
   deleteSession(sessionId: string): Promise<void>;
+  setSessionTitle(sessionId: string, title: string): Promise<void>;
   /** Child (subagent) sessions of a session. */
   children(sessionId: string): Promise<string[]>;
   providers(): Promise<ProviderCatalog>;

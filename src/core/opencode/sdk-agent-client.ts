@@ -240,6 +240,9 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       watched.delete(sessionId);
       unwrap(await (await sdk()).session.delete({ sessionID: sessionId }), `delete session ${sessionId}`);
     },
+    async setSessionTitle(sessionId, title) {
+      unwrap(await (await sdk()).session.update({ sessionID: sessionId, title }), `rename session ${sessionId}`);
+    },
     async children(sessionId) {
       const data = unwrap(await (await sdk()).session.children({ sessionID: sessionId }), `list the subsessions of ${sessionId}`) as Array<{ id: string }>;
       for (const child of data) normalizer.recordParent(child.id, sessionId);
