@@ -61,14 +61,9 @@ export type LoopRuntimeEvent =
 export type LoopRuntimeListener = (event: LoopRuntimeEvent) => void;
 
 /**
- * Timing marks for benchmarks (`bench/loop-overhead.mjs`): when the supervisor received an idle
- * of its current session, and when a prompt it sent was accepted by opencode. `at` is
- * `performance.now()`.
- */
-/**
- * Benchmark marks (performance.now()): `idle` when the supervisor receives the current session's
- * idle, `prompt_dispatched` when Forge hands the next prompt to the client (its own work is
- * done), `prompt_sent` when opencode has accepted it.
+ * Timing marks for benchmarks (`bench/loop-overhead.mjs`), `at` in `performance.now()`: `idle`
+ * when the supervisor receives an idle of its current session, `prompt_dispatched` when Forge
+ * hands the next prompt to the client (its own work done), `prompt_sent` when opencode accepted it.
  */
 export interface LoopTimingMark {
   mark: 'idle' | 'prompt_dispatched' | 'prompt_sent';
