@@ -269,7 +269,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     });
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
     try {
-      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name });
+      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project });
       deps.db.transaction((tx) => {
         const r = createForgeRepositories(tx);
         r.loops.update(ref.projectId, ref.name, {

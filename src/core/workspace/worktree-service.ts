@@ -48,6 +48,8 @@ export interface CreateWorktreeRequest {
   loopName: string;
   /** Start from this commit instead of the current HEAD. */
   baseCommit?: string;
+  /** What `inspectRepository(repoPath)` just returned, when the caller has it (saves four git processes). */
+  repository?: RepositoryInfo;
 }
 
 /** Everything a loop persists about its workspace. */
@@ -199,6 +201,19 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return sha === '' ? null : sha;
   }
 
+  /** The tips of those of `branches` that exist, in one git process. */
+  async function branchCommits(cwd: string, branches: string[]): Promise<Map<string, string>> {
+    const output = await git.ok(cwd, ['for-each-ref', '--format=%(objectname) %(refname)', ...branches.map((b) => `refs/heads/${b}`)]);
+    const tips = new Map<string, string>();
+    for (const line of output.split('\n')) {
+      const space = line.indexOf(' ');
+      if (space < 0) continue;
+      const ref = line.slice(space + 1);
+      if (ref.startsWith('refs/heads/')) tips.set(ref.slice('refs/heads/'.length), line.slice(0, space));
+    }
+    return new Map(branches.filter((b) => tips.has(b)).map((b) => [b, tips.get(b)!]));
+  }
+
   async function listWorktrees(cwd: string): Promise<WorktreeEntry[]> {
     return parseWorktreeList(await git.ok(cwd, ['worktree', 'list', '--porcelain']));
   }
@@ -249,10 +264,10 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * `commitAll` also excludes these folders by pathspec.
    */
   async function installArtefactIgnores(worktreeDir: string): Promise<void> {
-    const dirs = await untrackedArtefactDirs(worktreeDir);
+    const dirs = await untrackedArtefactDirsOf(worktreeDir);
     if (dirs.length === 0) return;
-    const ownGitDir = await canonicalPath(firstLine(await git.ok(worktreeDir, ['rev-parse', '--absolute-git-dir'])));
-    const excludeOutput = firstLine(await git.ok(worktreeDir, ['rev-parse', '--git-path', 'info/exclude']));
+    const [gitDirOutput = '', excludeOutput = ''] = (await git.ok(worktreeDir, ['rev-parse', '--absolute-git-dir', '--git-path', 'info/exclude'])).split(/\r?\n/);
+    const ownGitDir = await canonicalPath(gitDirOutput);
     const excludePath = await canonicalPath(path.resolve(worktreeDir, excludeOutput));
 
     if (isInside(ownGitDir, excludePath)) {
@@ -339,7 +354,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   async function createWorktree(request: CreateWorktreeRequest): Promise<LoopWorktree> {
     const { loopName } = request;
     assertLoopName(loopName);
-    const repo: RepositoryInfo = await inspectRepository(git, request.repoPath);
+    const repo: RepositoryInfo = request.repository ?? (await inspectRepository(git, request.repoPath));
     const worktreeDir = await worktreeDirFor(loopName);
     const root = path.dirname(worktreeDir);
     const branch = `${LOOP_BRANCH_PREFIX}${loopName}`;
@@ -372,14 +387,15 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       );
     }
 
-    if ((await branchCommit(repo.repoDir, 'forge')) !== null) {
+    const tips = await branchCommits(repo.repoDir, ['forge', branch]);
+    if (tips.has('forge')) {
       throw new WorkspaceError(
         'branch_namespace_taken',
         `The repository has a branch named "forge", which stops git from creating loop branches named forge/<name>. Rename it (git branch -m forge forge-old) and try again.`,
       );
     }
 
-    const existingBranchCommit = await branchCommit(repo.repoDir, branch);
+    const existingBranchCommit = tips.get(branch) ?? null;
     if (existingBranchCommit !== null && existingBranchCommit !== baseCommit) {
       throw new WorkspaceError(
         'branch_exists',
