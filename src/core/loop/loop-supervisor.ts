@@ -129,6 +129,8 @@ export class LoopSupervisor {
    * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
    */
   private spares = new Map<Role, Promise<string | null>>();
+  /** The loop's opencode coming up (a loop can end before it is). */
+  private opening: Promise<LoopOpencode> | undefined;
   /**
    * Row writes of the hand-over in progress (finished attempt, handoff fields), made in the same
    * transaction as the phase change that follows them: one journal sync instead of several.
@@ -174,7 +176,8 @@ export class LoopSupervisor {
     const extras = readExtras(loop);
     this.startLeaseRenewal();
     try {
-      this.agent = await this.deps.openAgent(loop, extras);
+      this.opening = this.deps.openAgent(loop, extras);
+      this.agent = await this.opening;
     } catch (error) {
       await this.locked('start opencode', async () => {
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: `opencode could not start: ${(error as Error).message}` });
@@ -182,11 +185,9 @@ export class LoopSupervisor {
       });
       return;
     }
-    if (this.ended || this.disposed) {
-      // The loop ended (cancel) while its opencode server was starting: do not leave it running.
-      await this.agent.stop().catch(() => {});
-      return;
-    }
+    // The loop ended (cancel) while its opencode server was starting: the scope's disposal
+    // waited for the start and stopped the server.
+    if (this.ended || this.disposed) return;
     this.client = this.agent.client;
     for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
     this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: this.agent.server.marker() ?? null });
@@ -856,6 +857,9 @@ export class LoopSupervisor {
       this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
     }
     await this.dropSpares();
+    // Ended while opencode was still starting: wait for it, so stopping it cannot be skipped
+    // (nobody else would; the process would outlive Forge).
+    if (!this.agent && this.opening) this.agent = await this.opening.catch(() => undefined);
     if (this.agent) {
       this.agent.scope.setActiveSession(undefined);
       await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));

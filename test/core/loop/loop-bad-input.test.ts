@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readlink, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -117,6 +117,8 @@ describe('bad input: a clear message, nothing created or lost', function () {
     assert.equal(repos.sectionPlans.list(h.projectId, 'thirty').length, 24);
     await h.engine.runtime.cancel(started);
     await h.engine.runtime.waitForEnd(started);
+    // Cancelled while its opencode server was still starting: that server is stopped too.
+    assert.deepEqual(await processesWorkingIn(h.engine.runtime.get(started)!.worktreeDir!), []);
 
     // Completed loops are history.
     repos.loops.update(h.projectId, 'thirty', { status: 'completed', terminationReason: 'completed' });
@@ -133,3 +135,14 @@ describe('bad input: a clear message, nothing created or lost', function () {
     assert.equal(repos.transitions.listByLoop(h.projectId, 'thirty').length, transitions);
   });
 });
+
+/** pids of the processes whose working folder is `dir` (Linux: /proc/<pid>/cwd). */
+async function processesWorkingIn(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => '');
+    if (cwd === dir || cwd === `${dir} (deleted)`) pids.push(Number(entry));
+  }
+  return pids;
+}
