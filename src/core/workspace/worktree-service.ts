@@ -507,7 +507,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     // prompt: the common case is three (add, diff, commit), each step's result reused.
     const excluded = await untrackedArtefactDirsOf(worktreeDir);
     const excludeSpecs = excluded.map((dir) => `:(exclude)${dir}`);
-    await git.ok(worktreeDir, ['add', '-A', '--', '.', ...excludeSpecs]);
+    // --verbose: simple-git waits 50 ms more for any git command that printed nothing (its
+    // completion detection), and a plain `add` prints nothing; this one lists what it staged.
+    await git.ok(worktreeDir, ['add', '-A', '--verbose', '--', '.', ...excludeSpecs]);
     let staged = (await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z'])).split('\0').filter(Boolean);
     if (staged.some((file) => excluded.some((dir) => file === dir || file.startsWith(`${dir}/`)))) {
       // An agent staged artefacts by hand; HEAD does not track them, so this only touches the index.
@@ -519,7 +521,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       return null;
     }
 
-    const config = [...(await identityConfigOf(worktreeDir)), 'core.abbrev=40'];
+    // No automatic `git maintenance` after a checkpoint (git starts one from every commit): it
+    // would hold up the next prompt; the user's own next commit in the repository runs it.
+    const config = [...(await identityConfigOf(worktreeDir)), 'core.abbrev=40', 'maintenance.auto=false'];
     const result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message], { config });
     if (result.exitCode !== 0) {
       const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
