@@ -203,7 +203,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
   /** The tips of those of `branches` that exist, in one git process. */
   async function branchCommits(cwd: string, branches: string[]): Promise<Map<string, string>> {
-    const output = await git.ok(cwd, ['for-each-ref', '--format=%(objectname) %(refname)', ...branches.map((b) => `refs/heads/${b}`)]);
+    // --head: HEAD's line is always printed (simple-git waits 50 ms more for silent commands).
+    const output = await git.ok(cwd, ['show-ref', '--head', ...branches.map((b) => `refs/heads/${b}`)]);
     const tips = new Map<string, string>();
     for (const line of output.split('\n')) {
       const space = line.indexOf(' ');
@@ -245,9 +246,12 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   /** Artefact folders the worktree's HEAD does not track (those are the ones kept out of commits). */
   async function untrackedArtefactDirs(worktreeDir: string): Promise<string[]> {
     const untracked: string[] = [];
+    // One listing of HEAD's top level (never silent, unlike one ls-tree per folder: simple-git
+    // waits 50 ms more for a git command that prints nothing).
+    const topLevel = new Set((await git.ok(worktreeDir, ['ls-tree', '--name-only', '-z', 'HEAD'])).split('\0'));
     for (const dir of artefactDirs) {
-      const tracked = await git.ok(worktreeDir, ['ls-tree', '--name-only', 'HEAD', '--', dir]);
-      if (tracked.trim() === '') untracked.push(dir);
+      const tracked = dir.includes('/') ? (await git.ok(worktreeDir, ['ls-tree', '--name-only', 'HEAD', '--', dir])).trim() !== '' : topLevel.has(dir);
+      if (!tracked) untracked.push(dir);
     }
     return untracked;
   }
