@@ -6,6 +6,17 @@ import { loopKey, type LoopsModel } from './loops-model';
 
 export const DIAGNOSTIC_SOURCE = 'Forge';
 const LINE_END = 10_000;
+/**
+ * Diagnostics per `DiagnosticCollection.set` call. VS Code forwards at most 1.1 × 1 000
+ * diagnostics of one call to the workbench and silently drops the files after that (its
+ * extension host's `_maxDiagnosticsTotal`), so one large batch would leave most findings out
+ * of the Problems view, and stale ones in it. Below that, smaller calls are also cheaper: the
+ * extension host serialises each call as one message, and large messages cost it more per
+ * diagnostic (bench/ui-scale.mjs). A file holds at most 1 000 diagnostics there
+ * (`_maxDiagnosticsPerFile`, plus one "N more" entry), so it always fits in one call.
+ */
+export const DIAGNOSTICS_PER_SET = 100;
+const SHOWN_PER_FILE = 1001;
 
 export interface FindingRef {
   readonly projectId: string;
@@ -13,9 +24,19 @@ export interface FindingRef {
   readonly findingId: number;
 }
 
+// vscode.Range is immutable: the ranges of the first lines are made once and shared by every
+// diagnostic on that line (thousands of findings sit on a few hundred distinct lines).
+const SHARED_RANGE_LINES = 4096;
+const sharedRanges: vscode.Range[] = [];
+
+/** The whole line: the editor clamps the end to the line's length (a finding does not know it). */
+function lineRange(line: number): vscode.Range {
+  if (line >= SHARED_RANGE_LINES) return new vscode.Range(line, 0, line, LINE_END);
+  return (sharedRanges[line] ??= new vscode.Range(line, 0, line, LINE_END));
+}
+
 export function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
-  // The whole line: the editor clamps the end to the line's length (a finding does not know it).
-  const range = new vscode.Range(spec.line, 0, spec.line, LINE_END);
+  const range = lineRange(spec.line);
   const diagnostic = new vscode.Diagnostic(
     range,
     spec.message,
@@ -36,10 +57,12 @@ export function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diag
  */
 export class FindingsDiagnostics implements vscode.Disposable {
   private readonly collection: vscode.DiagnosticCollection;
-  /** loop key -> file URIs (as strings) it published diagnostics on. */
+  /** loop key -> absolute path -> URI of the files it published diagnostics on. */
   private readonly published = new Map<string, Map<string, vscode.Uri>>();
-  /** file URI (string) -> finding id -> where it belongs. */
-  private readonly findings = new Map<string, Map<number, FindingRef>>();
+  /** file URI (string) -> the diagnostics published on it (each names its finding). */
+  private readonly findings = new Map<string, readonly DiagnosticSpec[]>();
+  /** absolute path -> its file URI, for the files diagnostics are published on (parsed once). */
+  private readonly uris = new Map<string, vscode.Uri>();
   /** loop key -> what was last published for it (ids and update times of its open findings). */
   private readonly signatures = new Map<string, string>();
   private readonly subscriptions: vscode.Disposable[] = [];
@@ -80,8 +103,8 @@ export class FindingsDiagnostics implements vscode.Disposable {
 
   /**
    * Replaces the diagnostics of the loops in `publish` (each loop's scope as a whole) and
-   * removes those of the loops in `clear`, in a single update of the collection: VS Code
-   * ships each update to the workbench, so one batch costs far less than one per loop.
+   * removes those of the loops in `clear`, in updates of the collection of up to
+   * DIAGNOSTICS_PER_SET diagnostics each (removals count none; a file is never split).
    */
   update(publish: Iterable<readonly [string, LoopDiagnostics]>, clear: Iterable<string> = []): void {
     const entries: [vscode.Uri, vscode.Diagnostic[] | undefined][] = [];
@@ -89,24 +112,20 @@ export class FindingsDiagnostics implements vscode.Disposable {
       const previous = this.published.get(key);
       const next = new Map<string, vscode.Uri>();
       for (const [file, specs] of diagnostics.byFile) {
-        const uri = vscode.Uri.file(file);
-        const id = uri.toString();
-        next.set(id, uri);
-        const refs = new Map<number, FindingRef>();
-        const list: vscode.Diagnostic[] = [];
-        for (const spec of specs) {
-          refs.set(spec.findingId, spec);
-          list.push(toDiagnostic(uri, spec));
-        }
+        let uri = this.uris.get(file);
+        if (!uri) this.uris.set(file, (uri = vscode.Uri.file(file)));
+        next.set(file, uri);
+        const list = new Array<vscode.Diagnostic>(specs.length);
+        for (let i = 0; i < specs.length; i++) list[i] = toDiagnostic(uri, specs[i]!);
         entries.push([uri, list]);
-        this.findings.set(id, refs);
+        this.findings.set(uri.toString(), specs);
       }
       if (previous) {
-        for (const [id, uri] of previous) {
-          if (next.has(id)) continue;
+        for (const [file, uri] of previous) {
+          if (next.has(file)) continue;
           // `undefined` in a batch removes what the collection had for that file.
           entries.push([uri, undefined]);
-          this.findings.delete(id);
+          this.forget(file, uri);
         }
       }
       if (next.size > 0) this.published.set(key, next);
@@ -115,21 +134,44 @@ export class FindingsDiagnostics implements vscode.Disposable {
     for (const key of clear) {
       const previous = this.published.get(key);
       if (!previous) continue;
-      for (const [id, uri] of previous) {
+      for (const [file, uri] of previous) {
         entries.push([uri, undefined]);
-        this.findings.delete(id);
+        this.forget(file, uri);
       }
       this.published.delete(key);
       this.log.debug(`diagnostics of loop ${key} cleared`);
     }
-    if (entries.length > 0) this.collection.set(entries);
+    this.setInBatches(entries);
+  }
+
+  private setInBatches(entries: readonly [vscode.Uri, vscode.Diagnostic[] | undefined][]): void {
+    let start = 0;
+    let count = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const n = Math.min(entries[i]![1]?.length ?? 0, SHOWN_PER_FILE);
+      if (count + n > DIAGNOSTICS_PER_SET && i > start) {
+        this.collection.set(entries.slice(start, i));
+        start = i;
+        count = 0;
+      }
+      count += n;
+    }
+    if (start === 0 && entries.length > 0) this.collection.set(entries);
+    else if (start < entries.length) this.collection.set(entries.slice(start));
+  }
+
+  private forget(file: string, uri: vscode.Uri): void {
+    this.uris.delete(file);
+    this.findings.delete(uri.toString());
   }
 
   /** Which finding a Forge diagnostic stands for. */
   findingFor(uri: vscode.Uri, diagnostic: Pick<vscode.Diagnostic, 'code' | 'source'>): FindingRef | undefined {
     if (diagnostic.source !== DIAGNOSTIC_SOURCE) return undefined;
     const id = findingIdFromCode(diagnostic.code as string | number | { value: string | number } | undefined);
-    return id === undefined ? undefined : this.findings.get(uri.toString())?.get(id);
+    if (id === undefined) return undefined;
+    const spec = this.findings.get(uri.toString())?.find((s) => s.findingId === id);
+    return spec && { projectId: spec.projectId, loopName: spec.loopName, findingId: spec.findingId };
   }
 
   /** Number of files with Forge diagnostics (for the API and tests). */
@@ -144,6 +186,7 @@ export class FindingsDiagnostics implements vscode.Disposable {
     this.collection.dispose();
     this.published.clear();
     this.findings.clear();
+    this.uris.clear();
   }
 }
 

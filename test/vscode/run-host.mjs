@@ -467,10 +467,29 @@ function forwardWorkbenchLog(log, logFile, type, args, { quiet }) {
 
 /**
  * A small HTTP server on 127.0.0.1 through which a test inside the extension
- * host asks the harness for things only the browser side can do (a screenshot
- * of the workbench page). A random token in the path keeps other local
- * processes from driving it by accident.
+ * host asks the harness for things only the browser side can do: a screenshot
+ * of the workbench page (POST /screenshot), and the problem counts the
+ * workbench shows (POST /problems: what reached its marker service, which the
+ * extension host's own API cannot tell). A random token in the path keeps
+ * other local processes from driving it by accident.
  */
+/**
+ * Errors, warnings and infos of the workbench's Problems status-bar item, whose
+ * accessible label carries the exact counts ("Errors: 1200, Warnings: 800";
+ * "No Problems") where its text abbreviates them ("1K").
+ */
+async function workbenchProblemCounts(page) {
+  const label = await page.evaluate(() => {
+    const item = document.getElementById('status.problems');
+    if (!item) return null;
+    const labelled = item.getAttribute('aria-label') ? item : item.querySelector('[aria-label]');
+    return labelled ? labelled.getAttribute('aria-label') : null;
+  });
+  if (label === null) throw new Error('the workbench has no Problems status-bar item (id "status.problems")');
+  const count = (name) => Number(new RegExp(`${name}: (\\d+)`).exec(label)?.[1] ?? 0);
+  return { label, errors: count('Errors'), warnings: count('Warnings'), infos: count('Infos') };
+}
+
 async function startControlServer(getPage, artifactsDir, say) {
   const token = Math.random().toString(36).slice(2);
   const server = createServer(async (request, response) => {
@@ -479,6 +498,11 @@ async function startControlServer(getPage, artifactsDir, say) {
       response.end(JSON.stringify(body));
     };
     try {
+      if (request.method === 'POST' && request.url === `/${token}/problems`) {
+        const page = getPage();
+        if (!page) return reply(409, { error: 'the workbench page is not open yet' });
+        return reply(200, await workbenchProblemCounts(page));
+      }
       if (request.method !== 'POST' || request.url !== `/${token}/screenshot`) return reply(404, { error: `unknown request ${request.method} ${request.url}` });
       let body = '';
       for await (const chunk of request) body += chunk;

@@ -56,3 +56,25 @@ export async function requestScreenshot(name: string): Promise<string> {
   if (!response.ok || !body.path) throw new Error(`The harness could not take the screenshot "${name}": ${body.error ?? response.statusText}`);
   return body.path;
 }
+
+export interface WorkbenchProblemCounts {
+  /** The Problems status-bar item's accessible label, e.g. "Errors: 1200, Warnings: 800". */
+  label: string;
+  errors: number;
+  warnings: number;
+  infos: number;
+}
+
+/**
+ * The problem counts the workbench shows (its Problems status-bar item): what reached the
+ * workbench's marker service, unlike `vscode.languages.getDiagnostics()`, which reads the
+ * extension host's own copy. Updates arrive asynchronously: poll for the expected counts.
+ */
+export async function requestWorkbenchProblems(): Promise<WorkbenchProblemCounts> {
+  const { controlUrl } = harnessInfo();
+  if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it cannot read the workbench.');
+  const response = await fetch(`${controlUrl}/problems`, { method: 'POST' });
+  const body = (await response.json()) as Partial<WorkbenchProblemCounts> & { error?: string };
+  if (!response.ok || typeof body.label !== 'string') throw new Error(`The harness could not read the workbench's problem counts: ${body.error ?? response.statusText}`);
+  return body as WorkbenchProblemCounts;
+}
