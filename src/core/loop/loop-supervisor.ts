@@ -129,6 +129,8 @@ export class LoopSupervisor {
    * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
    */
   private spares = new Map<Role, Promise<string | null>>();
+  /** A spare session taken for a phase gets its real title once its prompt is out. */
+  private pendingTitle: { sessionId: string; title: string } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
   private opening: Promise<LoopOpencode> | undefined;
   /**
@@ -338,6 +340,9 @@ export class LoopSupervisor {
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
     const text = buildPhasePrompt(this.promptContext(loop, state));
     await this.sendPrompt(text);
+    const rename = this.pendingTitle;
+    this.pendingTitle = undefined;
+    if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
     // The next hand-over's session, made while this one works.
     this.prepareSpare('code');
     this.prepareSpare('auditor');
@@ -367,7 +372,7 @@ export class LoopSupervisor {
     this.spares.delete(role);
     const spareId = spare ? await spare : null;
     if (spareId) {
-      void this.client!.setSessionTitle(spareId, title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${spareId}: ${String(e)}`));
+      this.pendingTitle = { sessionId: spareId, title };
       return spareId;
     }
     const created = await this.client!.createSession({
