@@ -19,6 +19,8 @@ Options:
   --model PROVIDER/MODEL   coding model (default: your opencode configuration,
                            else Forge's embedded scripted model)
   --auditor-model P/M      audit model (default: --model)
+  --variant NAME           variant of the coding model (reasoning effort, e.g.
+                           high, max, minimal: see opencode models --verbose)
   --sandbox                run agent shell commands in a sandbox
   --merge MODE             never | fast-forward | merge (default: never)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
@@ -40,6 +42,7 @@ export interface RunOptions extends CommonOptions {
   maxIterations: number | null;
   model: string | null;
   auditorModel: string | null;
+  variant: string | null;
   sandbox: boolean;
   merge: 'never' | 'fast-forward' | 'merge' | null;
 }
@@ -58,6 +61,7 @@ export class UsageError extends Error {
 }
 
 const MODEL_RE = /^[^/\s]+\/\S+$/;
+const VARIANT_RE = /^[\w.-]+$/;
 
 export function parseCli(argv: readonly string[], cwd: string): CliCommand {
   let parsed;
@@ -72,6 +76,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         'max-iterations': { type: 'string' },
         model: { type: 'string' },
         'auditor-model': { type: 'string' },
+        variant: { type: 'string' },
         sandbox: { type: 'boolean' },
         merge: { type: 'string' },
         'data-dir': { type: 'string' },
@@ -92,7 +97,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
-  const runOnly = ['name', 'max-iterations', 'model', 'auditor-model', 'sandbox', 'merge'] as const;
+  const runOnly = ['name', 'max-iterations', 'model', 'auditor-model', 'variant', 'sandbox', 'merge'] as const;
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
   }
@@ -133,6 +138,10 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
       throw new UsageError(`--${k} must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${m}".`);
     }
   }
+  const variant = v.variant;
+  if (typeof variant === 'string' && !VARIANT_RE.test(variant)) {
+    throw new UsageError(`--variant must be a variant name such as high, max or minimal (letters, digits, "-", "_", "."), not "${variant}".`);
+  }
   const merge = v.merge;
   if (typeof merge === 'string' && !['never', 'fast-forward', 'merge'].includes(merge)) {
     throw new UsageError(`--merge must be never, fast-forward or merge, not "${merge}".`);
@@ -142,6 +151,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     maxIterations,
     model: typeof v.model === 'string' ? v.model : null,
     auditorModel: typeof v['auditor-model'] === 'string' ? v['auditor-model'] : null,
+    variant: typeof variant === 'string' ? variant : null,
     sandbox: v.sandbox === true,
     merge: (merge as RunOptions['merge']) ?? null,
   };

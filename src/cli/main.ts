@@ -76,6 +76,7 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
       ...(cmd.maxIterations !== null ? { maxIterations: cmd.maxIterations } : {}),
       ...(cmd.model ? { model: cmd.model } : {}),
       ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
+      ...(cmd.variant ? { variant: cmd.variant } : {}),
       ...(cmd.sandbox ? { sandbox: true } : {}),
     });
     ref = started;

@@ -9,6 +9,8 @@ export interface ExecutionChoices {
   readonly model: string | null;
   /** "provider/model", or null for "same as the coding model / configured default". */
   readonly auditorModel: string | null;
+  /** A variant of the coding model as opencode names it (reasoning effort: "high", "minimal" …), or null for the model's default. */
+  readonly variant: string | null;
   readonly maxIterations: number;
   readonly sandbox: boolean;
 }
@@ -49,6 +51,26 @@ export interface ModelPickItem extends vscode.QuickPickItem {
   readonly model: string | null;
 }
 
+export interface VariantPickItem extends vscode.QuickPickItem {
+  readonly variant: string | null;
+}
+
+/** The variants opencode knows for a "provider/model" (empty when the model or its variants are unknown). */
+export function modelVariants(catalog: ProviderCatalog | undefined, model: string | null): string[] {
+  if (!model || !catalog) return [];
+  const slash = model.indexOf('/');
+  const provider = catalog.providers.find((p) => p.id === model.slice(0, slash));
+  return provider?.models.find((m) => m.modelId === model.slice(slash + 1))?.variants ?? [];
+}
+
+/** Quick-pick items for the variant of `model`: the last chosen one first (Enter keeps it), then its default, then its other variants. */
+export function variantPickItems(model: string, variants: readonly string[], last: string | null): VariantPickItem[] {
+  const defaultItem: VariantPickItem = { variant: null, label: '$(settings-gear) Default', description: `${model} as configured` };
+  const others = variants.filter((v) => v !== last).map((v): VariantPickItem => ({ variant: v, label: v }));
+  if (!last || !variants.includes(last)) return [defaultItem, ...others];
+  return [{ variant: last, label: last, description: 'last used' }, defaultItem, ...others];
+}
+
 /** Quick-pick items for a model choice: the default first, recently used models next, then every provider's models. */
 export function modelPickItems(catalog: ProviderCatalog | undefined, recent: readonly string[], defaultLabel: string): ModelPickItem[] {
   const items: ModelPickItem[] = [{ model: null, label: `$(settings-gear) ${defaultLabel}` }];
@@ -86,8 +108,8 @@ export interface ExecutionFlowDeps {
 }
 
 /**
- * The Execute Plan / Execute Goal quick-pick flow: mode, model, auditor model, maximum
- * iterations, sandbox. What the caller gave is not asked again; without interaction the
+ * The Execute Plan / Execute Goal quick-pick flow: mode, model, auditor model, variant of the
+ * coding model (when opencode knows variants for it), maximum iterations, sandbox. What the caller gave is not asked again; without interaction the
  * last choices and the settings fill the rest. Returns undefined when the user cancelled.
  */
 export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<ExecutionChoices | undefined> {
@@ -97,13 +119,17 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     mode: last.mode ?? 'loop',
     model: last.model !== undefined ? last.model : deps.defaults.model,
     auditorModel: last.auditorModel !== undefined ? last.auditorModel : deps.defaults.auditorModel,
+    variant: null,
     maxIterations: deps.defaults.maxIterations,
     sandbox: deps.defaults.sandbox,
   };
   if (!deps.interactive) {
-    return { ...fallback, ...Object.fromEntries(Object.entries(deps.given).filter(([, v]) => v !== undefined)) } as ExecutionChoices;
+    const chosen = { ...fallback, ...Object.fromEntries(Object.entries(deps.given).filter(([, v]) => v !== undefined)) } as ExecutionChoices;
+    // The last variant belongs to the last model: it carries over only to the same model.
+    const variant = deps.given.variant !== undefined ? deps.given.variant : chosen.model === (last.model ?? null) ? (last.variant ?? null) : null;
+    return { ...chosen, variant: chosen.mode === 'session' ? null : variant };
   }
-  const steps = deps.kind === 'plan' ? 5 : 4;
+  const steps = deps.kind === 'plan' ? 6 : 5;
   let step = 0;
   const stepTitle = () => `${title} (${++step}/${steps})`;
 
@@ -136,7 +162,8 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   } else step++;
 
   if (mode === 'session') {
-    return { mode, model, auditorModel: null, maxIterations: fallback.maxIterations, sandbox: false };
+    // opencode's interactive session takes no variant: the model's default applies.
+    return { mode, model, auditorModel: null, variant: null, maxIterations: fallback.maxIterations, sandbox: false };
   }
 
   let auditorModel = deps.given.auditorModel;
@@ -146,6 +173,26 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Model for audit sessions', matchOnDescription: true, ignoreFocusOut: true });
     if (!picked) return undefined;
     auditorModel = picked.model;
+  } else step++;
+
+  let variant = deps.given.variant;
+  if (variant === undefined) {
+    const effective = model ?? deps.defaults.model;
+    catalog ??= effective ? await deps.catalog() : undefined;
+    const variants = modelVariants(catalog, effective);
+    if (effective && variants.length > 0) {
+      const lastVariant = (last.model ?? deps.defaults.model) === effective ? (last.variant ?? null) : null;
+      const picked = await vscode.window.showQuickPick(variantPickItems(effective, variants, lastVariant), {
+        title: stepTitle(),
+        placeHolder: `Variant of ${effective} (reasoning effort) for the sessions on it`,
+        ignoreFocusOut: true,
+      });
+      if (!picked) return undefined;
+      variant = picked.variant;
+    } else {
+      variant = null; // opencode knows no variants for this model
+      step++;
+    }
   } else step++;
 
   let maxIterations = deps.given.maxIterations;
@@ -174,5 +221,5 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     if (!picked) return undefined;
     sandbox = picked.sandbox;
   }
-  return { mode, model, auditorModel, maxIterations, sandbox };
+  return { mode, model, auditorModel, variant, maxIterations, sandbox };
 }

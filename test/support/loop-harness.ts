@@ -65,11 +65,13 @@ export interface LoopHarnessOptions {
   settings?: Partial<ForgeSettings>;
   dataDir?: string;
   leaseTtlMs?: number;
+  /** Extra fields of the mock model in the user's opencode config (e.g. `variants`). */
+  modelConfig?: Record<string, unknown>;
 }
 
 export async function createLoopHarness(options: LoopHarnessOptions = {}): Promise<LoopHarness> {
   const model = await startScriptedModel();
-  const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+  const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL, ...(options.modelConfig ? { modelConfig: options.modelConfig } : {}) });
   const repo = await createTestRepository(options.files ?? { 'README.md': '# demo\n' });
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'forge-data-')));
   const settings: ForgeSettings = { ...defaultSettings(), 'forge.model': MOCK_MODEL, ...(options.settings ?? {}) };

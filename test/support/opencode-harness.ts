@@ -29,6 +29,8 @@ export interface HarnessOptions {
   loopName?: string;
   repoFiles?: Record<string, string>;
   model?: ScriptedModelOptions;
+  /** Extra fields of the mock model in the user's opencode config (e.g. `variants`). */
+  modelConfig?: Record<string, unknown>;
   restart?: Partial<RestartPolicy>;
   /** Variables of "the user's environment" for opencode (e.g. OPENCODE_CONFIG). */
   userEnv?: Record<string, string>;
@@ -66,7 +68,7 @@ export async function startOpencodeHarness(options: HarnessOptions): Promise<Ope
   try {
     const model = await startScriptedModel(options.model);
     cleanups.push(() => model.close());
-    const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+    const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL, ...(options.modelConfig ? { modelConfig: options.modelConfig } : {}) });
     cleanups.push(() => env.cleanup());
     const repo = await createTestRepository(options.repoFiles);
     cleanups.push(() => repo.cleanup());

@@ -8,6 +8,7 @@
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { seedOpencodeConfigDependencies } from './opencode-config-seed';
 
 export const MOCK_PROVIDER_ID = 'mock';
 export const MOCK_MODEL_ID = 'fake-1';
@@ -29,6 +30,8 @@ export interface OpencodeTestEnvironmentOptions {
   cost?: MockModelCost;
   /** Extra fields merged into the user's global opencode config. */
   extraUserConfig?: Record<string, unknown>;
+  /** Extra fields of the mock model's entry (e.g. `reasoning`, `variants`). */
+  modelConfig?: Record<string, unknown>;
 }
 
 export interface OpencodeTestEnvironment {
@@ -40,7 +43,7 @@ export interface OpencodeTestEnvironment {
   cleanup(): Promise<void>;
 }
 
-export function mockProviderConfig(modelBaseURL: string, cost: MockModelCost = { input: 1, output: 2 }): Record<string, unknown> {
+export function mockProviderConfig(modelBaseURL: string, cost: MockModelCost = { input: 1, output: 2 }, modelConfig: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     [MOCK_PROVIDER_ID]: {
       npm: '@ai-sdk/openai-compatible',
@@ -52,6 +55,7 @@ export function mockProviderConfig(modelBaseURL: string, cost: MockModelCost = {
           tool_call: true,
           cost,
           limit: { context: 100_000, output: 4096 },
+          ...modelConfig,
         },
       },
     },
@@ -69,13 +73,14 @@ export async function writeOpencodeTestEnvironment(options: OpencodeTestEnvironm
   };
   for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true });
   await mkdir(join(dirs.XDG_CONFIG_HOME, 'opencode'), { recursive: true });
+  await seedOpencodeConfigDependencies(join(dirs.XDG_CONFIG_HOME, 'opencode'));
   const userConfig: Record<string, unknown> = {
     $schema: 'https://opencode.ai/config.json',
     model: MOCK_MODEL,
     small_model: MOCK_MODEL,
     autoupdate: false,
     share: 'disabled',
-    provider: mockProviderConfig(options.modelBaseURL, options.cost),
+    provider: mockProviderConfig(options.modelBaseURL, options.cost, options.modelConfig),
     ...(options.extraUserConfig ?? {}),
   };
   const userConfigPath = join(dirs.XDG_CONFIG_HOME, 'opencode', 'opencode.json');

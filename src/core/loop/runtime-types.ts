@@ -20,6 +20,11 @@ export interface StartLoopRequest {
   /** "provider/model"; empty/undefined: the configured default. */
   model?: string;
   auditorModel?: string;
+  /**
+   * Variant of the coding model as opencode names it (reasoning effort: "high", "minimal" …),
+   * sent with every prompt of a session on that model; empty/undefined: the model's default.
+   */
+  variant?: string;
   sandbox?: boolean;
   merge?: MergeMode;
 }

@@ -32,6 +32,8 @@ export interface PromptInput {
   text: string;
   agent?: string;
   model?: ModelRef;
+  /** Model variant for this message (opencode's name, e.g. "high"); overrides `model.variant`. */
+  variant?: string;
   /** Extra system prompt for this message only. */
   system?: string;
 }

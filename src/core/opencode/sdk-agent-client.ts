@@ -224,7 +224,8 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       const body: Record<string, unknown> = { sessionID: input.sessionId, parts: [{ type: 'text', text: input.text }] };
       if (input.agent) body.agent = input.agent;
       if (input.model) body.model = { providerID: input.model.providerId, modelID: input.model.modelId };
-      if (input.model?.variant) body.variant = input.model.variant;
+      const variant = input.variant || input.model?.variant;
+      if (variant) body.variant = variant;
       if (input.system) body.system = input.system;
       normalizer.markPrompted(input.sessionId);
       unwrap(await (await sdk()).session.promptAsync(body as never), `send a prompt to session ${input.sessionId}`);

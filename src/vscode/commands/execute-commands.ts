@@ -21,6 +21,8 @@ export interface ExecuteArgs {
   readonly mode?: ExecutionMode;
   readonly model?: string | null;
   readonly auditorModel?: string | null;
+  /** Variant of the coding model (opencode's name, e.g. "high"); null: the model's default. */
+  readonly variant?: string | null;
   readonly maxIterations?: number;
   readonly sandbox?: boolean;
   readonly interactive?: boolean;
@@ -72,6 +74,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
         ...(args.mode !== undefined ? { mode: args.mode } : {}),
         ...(args.model !== undefined ? { model: args.model } : {}),
         ...(args.auditorModel !== undefined ? { auditorModel: args.auditorModel } : {}),
+        ...(args.variant !== undefined ? { variant: args.variant } : {}),
         ...(args.maxIterations !== undefined ? { maxIterations: args.maxIterations } : {}),
         ...(args.sandbox !== undefined ? { sandbox: args.sandbox } : {}),
       },
@@ -100,12 +103,13 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
           maxIterations: choices.maxIterations,
           ...(choices.model ? { model: choices.model } : {}),
           ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
+          ...(choices.variant ? { variant: choices.variant } : {}),
           sandbox: choices.sandbox,
         }),
     );
     await ctx.executionMemory.remember(choices);
     const ref = { projectId: started.projectId, name: started.name };
-    ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}, max ${choices.maxIterations} iterations, sandbox ${choices.sandbox ? 'on' : 'off'})`);
+    ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, sandbox ${choices.sandbox ? 'on' : 'off'})`);
     for (const notice of started.notices) void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
     ctx.loops.refresh();
 

@@ -8,12 +8,12 @@ const usage = (argv: string[], re: RegExp) =>
 describe('forge CLI arguments', () => {
   it('run with every option', () => {
     const c = parseCli(
-      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json'],
+      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--variant', 'high', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json'],
       '/cwd',
     );
     assert.deepEqual(c, {
       command: 'run', planPath: 'plan.md', repo: '/r', dataDir: '/d', json: true, name: 'x', maxIterations: 0,
-      model: 'a/b', auditorModel: 'c/d', sandbox: true, merge: 'fast-forward',
+      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward',
     });
   });
 
@@ -42,6 +42,8 @@ describe('forge CLI arguments', () => {
     usage(['run', 'p.md', '--max-iterations', 'lots'], /whole number/);
     usage(['run', 'p.md', '--model', 'gpt4'], /provider\/model/);
     usage(['run', 'p.md', '--merge', 'force'], /never, fast-forward or merge/);
+    usage(['run', 'p.md', '--variant', 'very high'], /--variant must be a variant name/);
+    usage(['status', '--variant', 'high'], /applies to forge run and forge goal only/);
     usage(['status', '--force'], /--force applies to forge restart only/);
     usage(['cancel', 'x', '--model', 'a/b'], /applies to forge run and forge goal only/);
     usage(['explode'], /Unknown command "explode"/);

@@ -3,7 +3,8 @@
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
 import { FINDING_PSEUDO_PATHS } from '../../../src/core/loop/tool-backend';
-import { modelPickItems } from '../../../src/vscode/execution-flow';
+import type { ProviderCatalog } from '../../../src/core/opencode/agent-client';
+import { modelPickItems, modelVariants, runExecutionFlow, variantPickItems, type ExecutionFlowDeps, type ExecutionMemory } from '../../../src/vscode/execution-flow';
 import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticFinding } from '../../../src/vscode/findings-diagnostics-model';
 import { buildLoopDetails, buildLoopTooltip, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { sandboxItemView } from '../../../src/vscode/status-bar';
@@ -132,5 +133,70 @@ describe('status bar and execution flow views', () => {
     );
     const labels = items.filter((i) => i.kind !== vscode.QuickPickItemKind.Separator).map((i) => i.model);
     assert.deepEqual(labels, [null, 'a/m2', 'a/m1']);
+  });
+
+  const variantCatalog: ProviderCatalog = {
+    providers: [
+      {
+        id: 'a',
+        name: 'Provider A',
+        models: [
+          { providerId: 'a', modelId: 'm1', name: 'M1', toolCall: true, reasoning: true, contextLimit: 1, outputLimit: 1, variants: ['low', 'medium', 'high'] },
+          { providerId: 'a', modelId: 'm2', name: 'M2', toolCall: true, reasoning: false, contextLimit: 1, outputLimit: 1, variants: [] },
+        ],
+      },
+    ],
+    defaults: { a: 'm1' },
+  };
+  const flowDeps = (last: ReturnType<ExecutionMemory['last']>, over: Partial<ExecutionFlowDeps> = {}): ExecutionFlowDeps => ({
+    kind: 'plan',
+    interactive: false,
+    given: {},
+    defaults: { model: null, auditorModel: null, maxIterations: 15, sandbox: false },
+    memory: { last: () => last, recentModels: () => [], remember: async () => {} },
+    catalog: async () => variantCatalog,
+    sandboxAvailability: async () => ({ available: false, reason: 'none here' }),
+    ...over,
+  });
+
+  it("offers the chosen model's variants: the last chosen one first, then the default", () => {
+    assert.deepEqual(modelVariants(variantCatalog, 'a/m1'), ['low', 'medium', 'high']);
+    assert.deepEqual(modelVariants(variantCatalog, 'a/m2'), []);
+    assert.deepEqual(modelVariants(variantCatalog, 'gone/model'), []);
+    assert.deepEqual(modelVariants(undefined, 'a/m1'), []);
+    assert.deepEqual(variantPickItems('a/m1', ['low', 'medium', 'high'], 'high').map((i) => i.variant), ['high', null, 'low', 'medium']);
+    assert.deepEqual(variantPickItems('a/m1', ['low', 'medium', 'high'], null).map((i) => i.variant), [null, 'low', 'medium', 'high']);
+    assert.deepEqual(variantPickItems('a/m1', ['low', 'high'], 'gone').map((i) => i.variant), [null, 'low', 'high']);
+  });
+
+  it('remembers the last variant for the model it was chosen for only', async () => {
+    const last = { mode: 'loop' as const, model: 'a/m1', auditorModel: null, variant: 'high', maxIterations: 3, sandbox: false };
+    assert.equal((await runExecutionFlow(flowDeps(last)))!.variant, 'high');
+    assert.equal((await runExecutionFlow(flowDeps(last, { given: { model: 'a/m2' } })))!.variant, null);
+    assert.equal((await runExecutionFlow(flowDeps(last, { given: { variant: 'low' } })))!.variant, 'low');
+    assert.equal((await runExecutionFlow(flowDeps(last, { given: { variant: null } })))!.variant, null);
+    assert.equal((await runExecutionFlow(flowDeps(last, { given: { mode: 'session' } })))!.variant, null);
+  });
+
+  it('asks for the variant in the quick-pick flow, the last one first', async () => {
+    const last = { mode: 'loop' as const, model: 'a/m1', auditorModel: null, variant: 'medium', maxIterations: 3, sandbox: false };
+    let done = false;
+    const flow = runExecutionFlow(flowDeps(last, { interactive: true, given: { mode: 'loop', model: 'a/m1', auditorModel: null, maxIterations: 2, sandbox: false } })).finally(() => {
+      done = true;
+    });
+    // The variant step is the only one asked. Accept its active (first) item as soon as it shows:
+    // until then accepting does nothing.
+    for (let i = 0; !done && i < 600; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
+    }
+    const choices = await flow;
+    assert.equal(choices?.variant, 'medium');
+    assert.equal(choices?.model, 'a/m1');
+  });
+
+  it('skips the variant step for a model without variants', async () => {
+    const choices = await runExecutionFlow(flowDeps({}, { interactive: true, given: { mode: 'loop', model: 'a/m2', auditorModel: null, maxIterations: 2, sandbox: false } }));
+    assert.equal(choices?.variant, null);
   });
 });
