@@ -63,6 +63,8 @@ export interface StoredLoopExtras {
   opencodeMarker?: string | null;
   /** Set by another process asking the supervisor to cancel. */
   cancelRequested?: boolean;
+  /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
+  variant?: string;
 }
 
 export interface LoopTiming {
@@ -103,6 +105,8 @@ interface CurrentSession {
   attemptId: number;
   /** A prompt is in flight (sent, its idle not yet handled). */
   inFlight: boolean;
+  /** The model variant this session's prompts carry. */
+  variant: string | undefined;
 }
 
 export function readExtras(loop: LoopRow): StoredLoopExtras {
@@ -334,6 +338,8 @@ export class LoopSupervisor {
       retryAttempt: 0,
       attemptId: attempt.id,
       inFlight: true,
+      // The variant belongs to the coding model: auditor sessions on that same model use it too.
+      variant: readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined,
     };
     this.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
@@ -402,7 +408,7 @@ export class LoopSupervisor {
     const role = cur.role;
     try {
       if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_dispatched', loop: this.ref, sessionId: cur.id, at: performance.now() });
-      await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}) });
+      await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
       if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_sent', loop: this.ref, sessionId: cur.id, at: performance.now() });
     } catch (error) {
       this.deps.log.warn(`[loop ${this.ref.name}] prompt failed: ${String(error)}`);

@@ -251,6 +251,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       cleanupWorktree: settings['forge.loop.cleanupWorktree'],
       gitCommonDir: project.gitCommonDir,
       userDenyRules: settings['forge.loop.permissions'] as PermissionRule[],
+      ...(request.variant?.trim() ? { variant: request.variant.trim() } : {}),
     };
 
     // 2. Identity first: the name is reserved before any side effect.

@@ -40,6 +40,20 @@ describe('loop lifecycle (real opencode, scripted model)', function () {
     assert.equal(await h.repo.git('show', `forge/${ref.name}:LICENSE`), 'MIT (c) Forge\n');
   });
 
+  it('a loop started with a model variant sends it with every prompt on that model', async () => {
+    // The user's configuration gives the mock model a variant; an openai-compatible model
+    // sends its reasoningEffort as reasoning_effort.
+    h = await createLoopHarness({ modelConfig: { reasoning: true, variants: { thorough: { reasoningEffort: 'forge-thorough' } } } });
+    const script = sessionScript((role) => (role === 'code' ? [handoffCoder('nothing to change')] : [handoffAuditor()]));
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Check the readme', variant: 'thorough' });
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.equal(end.type === 'loop.ended' && end.status, 'completed');
+    const agentRequests = h.model.requests.filter((r) => !r.isTitleRequest);
+    assert.ok(agentRequests.length >= 2, `${agentRequests.length} model requests`);
+    assert.deepEqual(new Set(agentRequests.map((r) => r.body.reasoning_effort)), new Set(['forge-thorough']));
+  });
+
   it('unsectioned plan: a missed handoff is reminded, the post action runs, and the branch fast-forwards the base', async () => {
     h = await createLoopHarness({ settings: { 'forge.loop.postAction': 'Add a CHANGELOG line.', 'forge.loop.merge': 'fast-forward' } });
     const wt = () => h!.engine.runtime.get({ projectId: h!.projectId, name: 'notes' })!.worktreeDir!;
