@@ -142,6 +142,8 @@ export class LoopSupervisor {
    * transaction as the phase change that follows them: one journal sync instead of several.
    */
   private deferredWrites: Array<(repos: ForgeRepositories) => void> = [];
+  /** Events of the deferred writes, emitted once the transaction that made them committed. */
+  private deferredEvents: LoopRuntimeEvent[] = [];
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -286,12 +288,13 @@ export class LoopSupervisor {
   }
 
   /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
-  private async runPhase(delayMs: number): Promise<void> {
+  private async runPhase(delayMs: number, pendingState?: LoopState): Promise<void> {
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
     if (this.ended || this.disposed) return;
     const client = this.client!;
     let loop = this.loop();
-    const state = readExtras(loop).loopState;
+    // A phase change not yet written (it goes into the new attempt's transaction below).
+    const state = pendingState ?? readExtras(loop).loopState;
     const phase = state.phase;
     const role = roleOfPhase(phase);
     try {
@@ -314,6 +317,7 @@ export class LoopSupervisor {
     }
     const { attempt, updated } = this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
+      this.flushDeferredWrites(repos);
       const started = repos.attempts.start(this.ref.projectId, {
         loopName: loop.name,
         kind: phase === 'auditing' ? 'audit' : phase === 'final_auditing' ? 'final_audit' : phase === 'post_action' ? 'post_action' : 'coding',
@@ -325,6 +329,7 @@ export class LoopSupervisor {
       return { attempt: started, updated: repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' }) };
     });
     loop = updated;
+    this.emitDeferredEvents();
     const now = Date.now();
     this.current = {
       id: sessionId,
@@ -500,11 +505,17 @@ export class LoopSupervisor {
     else write(this.repos);
   }
 
-  /** Makes the deferred writes, in `repos`' transaction when given. */
+  /** Makes the deferred writes, in `repos`' transaction when given; emit their events after it. */
   private flushDeferredWrites(repos: ForgeRepositories = this.repos): void {
     const writes = this.deferredWrites;
     this.deferredWrites = [];
     for (const write of writes) write(repos);
+  }
+
+  private emitDeferredEvents(): void {
+    const events = this.deferredEvents;
+    this.deferredEvents = [];
+    for (const event of events) this.deps.emit(event);
   }
 
   private async recordUsage(session: CurrentSession): Promise<void> {
@@ -624,6 +635,7 @@ export class LoopSupervisor {
     if (t.kind === 'ignore') {
       this.deps.log.info(`[loop ${this.ref.name}] ignored: ${t.why}`);
       this.flushDeferredWrites();
+      this.emitDeferredEvents();
       return;
     }
     const before = this.loop();
@@ -643,8 +655,8 @@ export class LoopSupervisor {
       await this.terminate(t.event, t.to, t.reason, t.effects);
       return;
     }
-    this.persistState(t.to, { event: t.event, from: fromState.phase, effects: t.effects });
-    this.deps.emit({
+    const log = { event: t.event, from: fromState.phase, effects: t.effects };
+    const phaseEvent: LoopRuntimeEvent = {
       type: 'loop.phase',
       loop: this.ref,
       event: t.event,
@@ -652,7 +664,18 @@ export class LoopSupervisor {
       to: t.to.phase,
       iteration: t.to.iteration,
       sectionIndex: t.to.sectionIndex,
-    });
+    };
+    const delayMs = t.kind === 'retrigger' ? t.delayMs : 0;
+    if (delayMs === 0 && !this.current && !readExtras(this.loop()).cancelRequested) {
+      // The common hand-over: the phase change and its log row are written in one transaction
+      // with the next session's attempt (one journal sync, before the prompt goes out).
+      this.deferredWrites.push((repos) => this.persistStateIn(repos, t.to, log));
+      this.deferredEvents.push(phaseEvent);
+      await this.runPhase(0, t.to);
+      return;
+    }
+    this.persistState(t.to, log);
+    this.deps.emit(phaseEvent);
     if (readExtras(this.loop()).cancelRequested) {
       await this.terminate('cancel', t.to, { kind: 'cancelled' }, []);
       return;
@@ -662,42 +685,47 @@ export class LoopSupervisor {
       this.current = undefined;
       await this.abortSession(previous.id);
     }
-    await this.runPhase(t.kind === 'retrigger' ? t.delayMs : 0);
+    await this.runPhase(delayMs);
   }
 
   private persistState(to: LoopState, log: { event: string; from: Phase; effects: TransitionEffect[] } | null): void {
-    const { projectId, name } = this.ref;
     this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
       this.flushDeferredWrites(repos);
-      const loop = repos.loops.get(projectId, name)!;
-      const extras = readExtras(loop);
-      repos.loops.update(projectId, name, {
-        phase: to.phase,
+      this.persistStateIn(repos, to, log);
+    });
+    this.emitDeferredEvents();
+  }
+
+  private persistStateIn(repos: ForgeRepositories, to: LoopState, log: { event: string; from: Phase; effects: TransitionEffect[] } | null): void {
+    const { projectId, name } = this.ref;
+    const loop = repos.loops.get(projectId, name)!;
+    const extras = readExtras(loop);
+    repos.loops.update(projectId, name, {
+      phase: to.phase,
+      iteration: to.iteration,
+      sectionIndex: to.sectionIndex,
+      errorCount: to.modelErrors,
+      consecutiveStalls: to.consecutiveStalls,
+      state: { ...extras, loopState: to },
+    });
+    if (log) {
+      for (const e of log.effects) {
+        if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
+        if (e.type === 'start_section') {
+          repos.sectionPlans.setStatus(projectId, name, e.index, 'in_progress');
+          repos.sectionPlans.incrementAttempts(projectId, name, e.index);
+        }
+      }
+      repos.transitions.append(projectId, {
+        loopName: name,
+        event: log.event,
+        fromPhase: log.from,
+        toPhase: to.phase,
         iteration: to.iteration,
         sectionIndex: to.sectionIndex,
-        errorCount: to.modelErrors,
-        consecutiveStalls: to.consecutiveStalls,
-        state: { ...extras, loopState: to },
       });
-      if (log) {
-        for (const e of log.effects) {
-          if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
-          if (e.type === 'start_section') {
-            repos.sectionPlans.setStatus(projectId, name, e.index, 'in_progress');
-            repos.sectionPlans.incrementAttempts(projectId, name, e.index);
-          }
-        }
-        repos.transitions.append(projectId, {
-          loopName: name,
-          event: log.event,
-          fromPhase: log.from,
-          toPhase: to.phase,
-          iteration: to.iteration,
-          sectionIndex: to.sectionIndex,
-        });
-      }
-    });
+    }
   }
 
   private async applyGitEffects(effects: TransitionEffect[], loop: LoopRow): Promise<void> {
@@ -748,6 +776,7 @@ export class LoopSupervisor {
       });
       repos.loops.terminate(projectId, name, { status, terminationReason: reasonText });
     });
+    this.emitDeferredEvents();
     const mergeText = await this.teardownWorkspace(loopBefore, reason, state);
     await this.disposeScope(true);
     const ended = {
@@ -864,6 +893,7 @@ export class LoopSupervisor {
     this.disposers = [];
     try {
       this.flushDeferredWrites();
+      this.emitDeferredEvents();
     } catch (e) {
       this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
     }
