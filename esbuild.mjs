@@ -3,7 +3,7 @@
 // agent prompts). `--outdir DIR` writes them somewhere else than dist/ (bench/ui-scale.mjs).
 // `node esbuild.mjs [--watch] [--production] [--outdir DIR]`
 import * as esbuild from 'esbuild';
-import { cpSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -31,12 +31,37 @@ const nodeBundle = {
   ...cjsImportMeta,
 };
 
+/**
+ * `import * as vscode from 'vscode'` bundled to CommonJS wraps the API object in a fresh copy
+ * of all its properties per importing file (esbuild's __toESM): some twenty copies, nearly half
+ * of loading the extension's bundle at activation. Instead every import of 'vscode' goes to one
+ * ES module that reads the names Forge uses (found in src/) from the API object once.
+ */
+const vscodeFacade = {
+  name: 'vscode-facade',
+  setup(build) {
+    build.onResolve({ filter: /^vscode$/ }, (args) => (args.namespace === 'vscode-facade' ? { path: 'vscode', external: true } : { path: 'vscode', namespace: 'vscode-facade' }));
+    build.onLoad({ filter: /.*/, namespace: 'vscode-facade' }, () => {
+      const names = new Set();
+      const scan = (dir) => {
+        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+          const path = join(dir, entry.name);
+          if (entry.isDirectory()) scan(path);
+          else if (entry.name.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/\bvscode\.([A-Za-z_$][\w$]*)/g)) names.add(m[1]);
+        }
+      };
+      scan(join(root, 'src'));
+      return { contents: `const api = require('vscode');\nexport const { ${[...names].sort().join(', ')} } = api;\n`, loader: 'js', resolveDir: root };
+    });
+  },
+};
+
 /** @type {esbuild.BuildOptions[]} */
 const builds = [
   // The extension entry leaves the engine side out (src/vscode/core-module.ts: sql.js, zod, the
   // opencode and MCP SDKs) so that activation loads only the surfaces; the engine is its own
   // bundle, dist/core.cjs, which src/vscode/core-loader.ts loads on first use.
-  { ...nodeBundle, entryPoints: { extension: 'src/extension.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode', './core-module'] },
+  { ...nodeBundle, entryPoints: { extension: 'src/extension.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode', './core-module'], plugins: [vscodeFacade] },
   { ...nodeBundle, entryPoints: { core: 'src/vscode/core-module.ts' }, outdir: dist, outExtension: { '.js': '.cjs' }, external: ['vscode'] },
   {
     ...nodeBundle,

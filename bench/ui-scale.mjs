@@ -117,7 +117,7 @@ try {
       process.stdout.write(`, production build (${bundleSizes})\n`);
     }
     line('activate() of the extension (own measure, median of host runs)', median(results.map((r) => r.activationMs)), 50);
-    line('loading dist/extension.cjs afresh (require)', median(results.map((r) => median(r.moduleLoadMs))));
+    line('loading dist/extension.cjs afresh (require, compiled anew)', median(results.map((r) => median(r.moduleLoadMs))));
     line('activation total = bundle load + activate()', median(results.map((r) => median(r.moduleLoadMs) + r.activationMs)), 50);
     line('Loop Explorer TreeItems, 1 000 loops (model + TreeItems)', median(results.map((r) => median(r.treeItemsMs))), 20);
     line('publish 20 000 diagnostics on 1 000 files (FindingsDiagnostics)', median(results.map((r) => r.medians.publishOnly)), 100);
