@@ -508,27 +508,30 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
 
     // Checkpoints sit between two agent sessions, so every git process here delays the next
-    // prompt: the common case is three (add, diff, commit), each step's result reused.
+    // prompt: the common case is two, add and commit.
     const excluded = await untrackedArtefactDirsOf(worktreeDir);
-    const excludeSpecs = excluded.map((dir) => `:(exclude)${dir}`);
+    const pathspec = ['--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)];
     // --verbose: simple-git waits 50 ms more for any git command that printed nothing (its
     // completion detection), and a plain `add` prints nothing; this one lists what it staged.
-    await git.ok(worktreeDir, ['add', '-A', '--verbose', '--', '.', ...excludeSpecs]);
-    let staged = (await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z'])).split('\0').filter(Boolean);
-    if (staged.some((file) => excluded.some((dir) => file === dir || file.startsWith(`${dir}/`)))) {
-      // An agent staged artefacts by hand; HEAD does not track them, so this only touches the index.
-      await git.ok(worktreeDir, ['rm', '-r', '-q', '--cached', '--ignore-unmatch', '--', ...excluded]);
-      staged = (await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z'])).split('\0').filter(Boolean);
+    const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
+    if (added.trim() === '') {
+      // Nothing new from the working tree; an agent may still have staged something itself.
+      const staged = await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z', ...pathspec]);
+      if (staged === '') {
+        log.debug(`workspace: nothing to commit in ${worktreeDir}`);
+        return null;
+      }
     }
-    if (staged.length === 0) {
-      log.debug(`workspace: nothing to commit in ${worktreeDir}`);
-      return null;
-    }
-
     // No automatic `git maintenance` after a checkpoint (git starts one from every commit): it
     // would hold up the next prompt; the user's own next commit in the repository runs it.
     const config = [...(await identityConfigOf(worktreeDir)), 'core.abbrev=40', 'maintenance.auto=false'];
-    const result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message], { config });
+    // The pathspec makes this a commit of those paths only: artefacts an agent staged by hand
+    // (HEAD does not track them) stay out of it.
+    const result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message, ...pathspec], { config });
+    if (result.exitCode === 1 && /nothing (added )?to commit|no changes added to commit/.test(result.stdout)) {
+      log.debug(`workspace: nothing to commit in ${worktreeDir}`);
+      return null;
+    }
     if (result.exitCode !== 0) {
       const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
       throw new WorkspaceError(
