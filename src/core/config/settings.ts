@@ -126,7 +126,7 @@ const settingSpecs = {
   'forge.opencode.binaryPath': {
     schema: z.string(),
     default: '',
-    description: 'Path of the opencode binary. Empty: the one bundled with Forge.',
+    description: "Path of the opencode binary. Empty: Forge's own opencode-ai dependency (a checkout), else `opencode` on PATH or in the global npm folders (`npm i -g opencode-ai`).",
   },
   'forge.opencode.serverUrl': {
     schema: z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),

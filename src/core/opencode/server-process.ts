@@ -17,6 +17,7 @@
  *   starts, double forks included), and stopping also kills every process carrying it
  *   (Linux, via /proc). Nothing the agents started outlives the server.
  */
+import { findOpencodeOnPath, opencodeNotFoundMessage } from './binary-discovery';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -70,13 +71,13 @@ export interface ResolveBinaryOptions {
 /**
  * The opencode binary: the configured path, else the one the `opencode-ai` dependency installs
  * (its postinstall links the platform binary to `opencode-ai/bin/opencode.exe`), else the
- * platform package's binary.
+ * platform package's binary, else `opencode` on PATH or in the global npm folders.
  */
 export function resolveOpencodeBinary(options: ResolveBinaryOptions = {}): string {
   if (options.configuredPath) {
     if (!isExecutable(options.configuredPath)) {
       throw new OpencodeStartError(
-        `The opencode binary "${options.configuredPath}" (setting forge.opencode.binaryPath) does not exist or is not executable. Fix the path or clear the setting to use the bundled opencode.`,
+        `The opencode binary "${options.configuredPath}" (setting forge.opencode.binaryPath) does not exist or is not executable. Fix the path, or clear the setting to use an installed opencode.`,
         '',
       );
     }
@@ -98,10 +99,10 @@ export function resolveOpencodeBinary(options: ResolveBinaryOptions = {}): strin
       if (pkg && isExecutable(join(dirname(pkg), 'bin', binaryName))) return join(dirname(pkg), 'bin', binaryName);
     }
   }
-  throw new OpencodeStartError(
-    `Forge could not find the opencode binary (looked for the opencode-ai package from ${searchFrom.join(', ')}). Reinstall Forge, or set forge.opencode.binaryPath to an opencode binary.`,
-    '',
-  );
+  // An installed extension carries no node_modules: an opencode the user installed.
+  const installed = findOpencodeOnPath();
+  if (installed) return installed;
+  throw new OpencodeStartError(opencodeNotFoundMessage(searchFrom), '');
 }
 
 function defaultSearchFolders(): string[] {

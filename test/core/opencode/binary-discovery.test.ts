@@ -9,6 +9,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { findOpencodeOnPath, globalBinFolders, opencodeNotFoundMessage } from '../../../src/core/opencode/binary-discovery';
+import { OpencodeStartError, resolveOpencodeBinary } from '../../../src/core/opencode/server-process';
 
 describe('opencode binary discovery', () => {
   let root: string;
@@ -64,6 +65,28 @@ describe('opencode binary discovery', () => {
     const folders = globalBinFolders({ HOME: '/home/u', npm_config_prefix: '/opt/npm', NVM_BIN: '/home/u/.nvm/versions/node/v22/bin', PNPM_HOME: '/home/u/.pnpm' }, 'linux');
     for (const expected of ['/opt/npm/bin', '/home/u/.npm-global/bin', '/home/u/.nvm/versions/node/v22/bin', '/home/u/.pnpm', '/home/u/.opencode/bin', '/usr/local/bin']) {
       assert.ok(folders.includes(expected), `${expected} in ${folders.join(', ')}`);
+    }
+  });
+
+  it('resolveOpencodeBinary falls back to an installed opencode when no opencode-ai package is reachable (an installed VSIX)', () => {
+    const installed = script(folder('global/bin'), 0o755);
+    const nowhere = folder('extension');
+    const saved = { PATH: process.env.PATH, HOME: process.env.HOME, NPM_CONFIG_PREFIX: process.env.NPM_CONFIG_PREFIX };
+    try {
+      process.env.PATH = join(root, 'global/bin');
+      assert.equal(resolveOpencodeBinary({ searchFrom: [nowhere] }), installed);
+      process.env.PATH = folder('empty');
+      process.env.HOME = folder('home');
+      process.env.NPM_CONFIG_PREFIX = folder('prefix');
+      // The folder of the Node running the tests may hold a global opencode: only assert the message when it does not.
+      if (!findOpencodeOnPath()) {
+        assert.throws(() => resolveOpencodeBinary({ searchFrom: [nowhere] }), (e: unknown) => e instanceof OpencodeStartError && /npm i -g opencode-ai/.test(e.message) && /forge\.opencode\.binaryPath/.test(e.message));
+      }
+    } finally {
+      for (const [key, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
     }
   });
 });
