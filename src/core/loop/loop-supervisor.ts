@@ -13,7 +13,7 @@ import { parseModelRef } from '../opencode/agent-client';
 import type { LoopOpencode } from '../opencode/loop-opencode';
 import { attachPermissionResponder } from '../opencode/permission-responder';
 import type { PermissionRule } from '../opencode/agent-client';
-import { FORGE_AGENT_NAMES } from '../opencode/forge-tools';
+import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
 import { loopTeardownMessage, sectionCheckpointMessage, type MergeMode, type WorktreeService } from '../workspace';
@@ -107,7 +107,12 @@ interface CurrentSession {
   inFlight: boolean;
   /** The model variant this session's prompts carry. */
   variant: string | undefined;
+  /** Work held back until the session first shows activity (see runPhase). */
+  onFirstActivity?: () => void;
 }
+
+/** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
+const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
 
 export function readExtras(loop: LoopRow): StoredLoopExtras {
   return loop.state as unknown as StoredLoopExtras;
@@ -133,6 +138,8 @@ export class LoopSupervisor {
    * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
    */
   private spares = new Map<Role, Promise<string | null>>();
+  /** The checkpoint commit made at the auditor's handoff (see startEarlyCheckpoint). */
+  private earlyCheckpoint: { sessionId: string; index: number; message: string; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
   /** A spare session taken for a phase gets its real title once its prompt is out. */
   private pendingTitle: { sessionId: string; title: string } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
@@ -351,12 +358,20 @@ export class LoopSupervisor {
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
     const text = buildPhasePrompt(this.promptContext(loop, state));
     await this.sendPrompt(text);
+    // Housekeeping for opencode waits until the session shows activity (its model answered):
+    // sent at once, it would compete with opencode starting the turn, which is what the user
+    // waits for.
     const rename = this.pendingTitle;
     this.pendingTitle = undefined;
-    if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
-    // The next hand-over's session, made while this one works.
-    this.prepareSpare('code');
-    this.prepareSpare('auditor');
+    const cur = this.current;
+    if (cur) {
+      cur.onFirstActivity = () => {
+        if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
+        // The next hand-over's session, made while this one works.
+        this.prepareSpare('code');
+        this.prepareSpare('auditor');
+      };
+    }
   }
 
   private spareTitle(role: Role): string {
@@ -443,6 +458,10 @@ export class LoopSupervisor {
     // Progress signals stay cheap and outside the lock (the watchdog only reads them).
     if (event.type === 'activity' && event.rootSessionId === cur.id) {
       cur.lastProgressAt = Date.now();
+      const first = cur.onFirstActivity;
+      cur.onFirstActivity = undefined;
+      first?.();
+      if (event.kind === 'tool' && event.tool === HANDOFF_TOOL && event.toolStatus === 'completed' && event.sessionId === cur.id) this.startEarlyCheckpoint(cur);
       if (event.kind === 'tool' && event.tool) {
         const key = `${event.messageId}:${event.tool}`;
         if (event.toolStatus === 'pending' || event.toolStatus === 'running') cur.runningTools.add(key);
@@ -562,15 +581,7 @@ export class LoopSupervisor {
     const state = readExtras(loop).loopState;
     let event: LoopEvent;
     if (handoff) {
-      const counts = this.repos.reviewFindings.countOpen(this.ref.projectId, loop.name);
-      const section = state.sectionIndex !== null ? this.repos.reviewFindings.countOpen(this.ref.projectId, loop.name, { sectionIndex: state.sectionIndex }) : { bug: 0, warning: 0 };
-      event = {
-        type: 'handoff',
-        role: handoff.role,
-        openBugsInSection: section.bug,
-        openBugs: counts.bug,
-        openFindings: counts.bug + counts.warning,
-      };
+      event = this.handoffEvent(handoff.role, state);
       const fields = handoff.role === 'auditor' ? { lastAuditSummary: (handoff.payload as { summary?: string }).summary ?? null } : { lastCoderHandoff: JSON.stringify(handoff.payload) };
       this.deferredWrites.push((repos) => repos.loops.setLargeFields(this.ref.projectId, loop.name, fields));
     } else {
@@ -593,6 +604,56 @@ export class LoopSupervisor {
     if (next.kind === 'terminate') await this.recordUsage(cur);
     await this.applyTransition(next);
     if (next.kind !== 'terminate') await this.recordUsage(cur);
+  }
+
+  /** The transition table's event for a handoff of `role`, with the findings open now. */
+  private handoffEvent(role: Role, state: LoopState): LoopEvent {
+    const counts = this.repos.reviewFindings.countOpen(this.ref.projectId, this.ref.name);
+    const section = state.sectionIndex !== null ? this.repos.reviewFindings.countOpen(this.ref.projectId, this.ref.name, { sectionIndex: state.sectionIndex }) : { bug: 0, warning: 0 };
+    return { type: 'handoff', role, openBugsInSection: section.bug, openBugs: counts.bug, openFindings: counts.bug + counts.warning };
+  }
+
+  /**
+   * The auditor handed off and, as things stand, the section is complete: make its checkpoint
+   * commit now, while the auditor's turn winds down, instead of between the sessions. At idle
+   * the table decides: the commit stands if the section completes (it holds exactly what the
+   * auditor approved), and is taken back (its changes stay staged) if not.
+   */
+  private startEarlyCheckpoint(cur: CurrentSession): void {
+    if (cur.role !== 'auditor' || this.earlyCheckpoint?.sessionId === cur.id) return;
+    const loop = this.loop();
+    const state = readExtras(loop).loopState;
+    const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
+    if (!handoff || handoff.role !== 'auditor' || !loop.worktreeDir) return;
+    const predicted = nextTransition(state, this.handoffEvent('auditor', state), readExtras(loop).limits);
+    const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
+    if (!complete || complete.type !== 'complete_section') return;
+    const message = this.checkpointMessage(complete.index);
+    const worktreeDir = loop.worktreeDir;
+    const commit = this.deps.worktrees.commitAll(worktreeDir, message).then((sha) => (sha ? { sha } : null));
+    // Failures surface at idle, where the ordinary commit runs instead.
+    commit.catch((e: unknown) => this.deps.log.debug(`[loop ${this.ref.name}] early checkpoint: ${String(e)}`));
+    this.earlyCheckpoint = { sessionId: cur.id, index: complete.index, message, worktreeDir, commit };
+  }
+
+  private checkpointMessage(index: number): string {
+    const section = this.repos.sectionPlans.get(this.ref.projectId, this.ref.name, index);
+    return sectionCheckpointMessage(index + 1, section?.title ?? `section ${index + 1}`);
+  }
+
+  /** Takes back an early checkpoint the table did not confirm (its changes stay staged). */
+  private async settleEarlyCheckpoint(confirmedIndex: number | null): Promise<{ sha: string } | 'none' | undefined> {
+    const early = this.earlyCheckpoint;
+    this.earlyCheckpoint = undefined;
+    if (!early) return undefined;
+    const made = await early.commit.catch(() => undefined);
+    if (made === undefined) return undefined; // failed: the ordinary commit runs (and reports)
+    if (early.index === confirmedIndex) return made ? { sha: made.sha } : 'none';
+    if (made) {
+      const undone = await this.deps.worktrees.undoLastCommit(early.worktreeDir, made.sha).catch(() => false);
+      this.deps.log.info(`[loop ${this.ref.name}] the section did not complete after all: ${undone ? 'took back' : 'could not take back'} the early checkpoint ${made.sha.slice(0, 12)}`);
+    }
+    return undefined;
   }
 
   private reportFindingChanges(): void {
@@ -729,11 +790,11 @@ export class LoopSupervisor {
   }
 
   private async applyGitEffects(effects: TransitionEffect[], loop: LoopRow): Promise<void> {
-    for (const e of effects) {
-      if (e.type !== 'complete_section') continue;
-      const section = this.repos.sectionPlans.get(this.ref.projectId, loop.name, e.index);
-      const message = sectionCheckpointMessage(e.index + 1, section?.title ?? `section ${e.index + 1}`);
-      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir!, message);
+    const completes = effects.filter((e): e is Extract<TransitionEffect, { type: 'complete_section' }> => e.type === 'complete_section');
+    const early = await this.settleEarlyCheckpoint(completes.length === 1 ? completes[0]!.index : null);
+    for (const e of completes) {
+      const message = this.checkpointMessage(e.index);
+      const sha = early === undefined ? await this.deps.worktrees.commitAll(loop.worktreeDir!, message) : early === 'none' ? null : early.sha;
       if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
     }
   }

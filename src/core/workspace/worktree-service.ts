@@ -545,6 +545,18 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return sha;
   }
 
+  /**
+   * Moves the worktree's branch back from `sha` to its parent, only if the branch is still at
+   * `sha`; the index keeps that commit's content, so its changes stay staged. False when the
+   * branch had moved on.
+   */
+  async function undoLastCommit(worktreeDirInput: string, sha: string): Promise<boolean> {
+    const worktreeDir = await assertLoopFolder(worktreeDirInput);
+    const result = await git.run(worktreeDir, ['update-ref', '-m', 'forge: take back a checkpoint', 'HEAD', `${sha}^`, sha]);
+    if (result.exitCode === 0) log.info(`workspace: took back ${sha.slice(0, 12)} in ${worktreeDir} (its changes stay staged)`);
+    return result.exitCode === 0;
+  }
+
   /** Why `dir` (a working tree with the base branch checked out) must not be touched, or null when it is clean. */
   async function dirtyReason(dir: string): Promise<string | null> {
     for (const marker of ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merge', 'rebase-apply', 'BISECT_LOG']) {
@@ -764,6 +776,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     createWorktree,
     ensureWorktree,
     commitAll,
+    undoLastCommit,
     mergeIntoBase,
     removeWorktree,
     diffAgainstBase,

@@ -125,6 +125,33 @@ describe('loop lifecycle (real opencode, scripted model)', function () {
     assert.equal(new Set(attempts.map((a) => a.sessionId)).size, 2);
   });
 
+  it("the section checkpoint is committed at the auditor's handoff, and taken back when the section does not complete after all", async () => {
+    h = await createLoopHarness();
+    const wt = () => h!.engine.runtime.get({ projectId: h!.projectId, name: 'early' })!.worktreeDir!;
+    // A clean handoff, then the auditor's turn never ends: the section is not complete until its idle.
+    const script = sessionScript((role) => (role === 'code' ? [toolCall('write', { filePath: join(wt(), 'feature.txt'), content: 'done\n' }), handoffCoder()] : [handoffAuditor(), hang]));
+    h.model.setHandler(script.handler);
+    const ref = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# Early\nLoop Name: early\n## One\nWrite feature.txt.\n## Two\nNothing.' });
+    const subjects = async () => (await h!.repo.git('log', '--format=%s', `forge/${ref.name}`)).split('\n');
+    const deadline = Date.now() + 120_000;
+    while (!(await subjects()).includes('section 1: One')) {
+      assert.ok(Date.now() < deadline, 'no checkpoint commit after the handoff');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // Still auditing: the commit came before the idle.
+    assert.equal(h.engine.runtime.get(ref)!.phase, 'auditing');
+    await h.engine.runtime.cancel(ref);
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.ok(end.type === 'loop.ended' && end.status === 'cancelled');
+    // The cancel did not complete the section: its checkpoint is gone, the work is in the teardown commit.
+    const log = await subjects();
+    assert.ok(!log.includes('section 1: One'), log.join(' | '));
+    assert.match(log[0]!, /cancelled/);
+    assert.equal((await h.repo.git('show', `forge/${ref.name}:feature.txt`)).trim(), 'done');
+    const repos = createForgeRepositories(h.engine.db);
+    assert.equal(repos.sectionPlans.get(h.projectId, ref.name, 0)!.status, 'in_progress');
+  });
+
   it('cancel mid-phase, then restart: the persisted phase resumes in a fresh session and the old one gets no further prompt', async () => {
     h = await createLoopHarness();
     let blockFirstAudit = true;
