@@ -9,6 +9,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { SandboxLimits } from '../../src/core/sandbox/types';
@@ -59,9 +60,20 @@ export interface SandboxTestDirs {
   cleanup(): void;
 }
 
-export function makeSandboxTestDirs(label: string): SandboxTestDirs {
-  const root = path.join(REPO_ROOT, '.cache', 'sandbox-test-tmp');
+/**
+ * Where sandbox tests put their folders: `.cache/sandbox-test-tmp/` of the checkout, unless
+ * the checkout itself is under /tmp (a sandbox's private /tmp would take "outside the
+ * worktree" writes there and hide them from the test); then a folder in the user's cache.
+ */
+export function sandboxTestTempRoot(): string {
+  const underTmp = (dir: string) => dir === '/tmp' || dir.startsWith('/tmp/') || dir === os.tmpdir() || dir.startsWith(`${os.tmpdir()}/`);
+  const root = underTmp(REPO_ROOT) ? path.join(os.homedir(), '.cache', 'forge-sandbox-test-tmp') : path.join(REPO_ROOT, '.cache', 'sandbox-test-tmp');
   mkdirSync(root, { recursive: true });
+  return root;
+}
+
+export function makeSandboxTestDirs(label: string): SandboxTestDirs {
+  const root = sandboxTestTempRoot();
   const base = mkdtempSync(path.join(root, `${label}-`));
   const mainRepo = path.join(base, 'repo');
   const worktrees = path.join(base, 'worktrees');

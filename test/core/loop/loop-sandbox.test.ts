@@ -34,7 +34,7 @@ import { defaultSqlWasmPath } from '../../../src/core/storage';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { createLoopHarness, REPO_ROOT, roleOf, type AgentRole, type LoopHarness } from '../../support/loop-harness';
 import { MOCK_MODEL } from '../../support/opencode-test-env';
-import { bwrapPrereqs, dockerPrereqs, startHostListener, TEST_IMAGE, type HostListener } from '../../support/sandbox-fixtures';
+import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, startHostListener, TEST_IMAGE, type HostListener } from '../../support/sandbox-fixtures';
 import { hang, text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
 
 type Driver = 'docker' | 'bwrap';
@@ -122,10 +122,11 @@ const cases: DriverCase[] = [
 ];
 
 /** Temporary folders outside /tmp: a sandbox has its own /tmp, which would hide "next to the worktree" writes. */
+/** Loop names stay unique when mocha retries a test against the same data folder. */
+let attempts = 0;
+
 function cacheTempDir(label: string): string {
-  const root = path.join(REPO_ROOT, '.cache', 'sandbox-test-tmp');
-  mkdirSync(root, { recursive: true });
-  return mkdtempSync(path.join(root, `${label}-`));
+  return mkdtempSync(path.join(sandboxTestTempRoot(), `${label}-`));
 }
 
 function cacheTempDirIn(parent: string, label: string): string {
@@ -418,7 +419,7 @@ for (const c of cases) {
       });
       h.model.setHandler(script.handler);
       try {
-        ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Sandbox confinement', name: `confine-${c.driver}` });
+        ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Sandbox confinement', name: `confine-${c.driver}-${++attempts}` });
         const stored = h.engine.runtime.get(ref)!.state.sandboxConfig as { driver: string; network: boolean } | undefined;
         assert.deepEqual(stored && { driver: stored.driver, network: stored.network }, { driver: c.driver, network: false }, 'the loop keeps the sandbox it started with');
         const first = await h.engine.runtime.waitForEnd(ref);
@@ -532,7 +533,7 @@ for (const c of cases) {
         return steps(text('Nothing to do.'));
       });
       h.model.setHandler(script.handler);
-      ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Sandbox loss', name: `loss-${c.driver}` });
+      ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Sandbox loss', name: `loss-${c.driver}-${++attempts}` });
       const wt = worktreeOf(ref);
       const notices: string[] = [];
       const unsubscribe = h.engine.runtime.subscribe((e) => {
