@@ -114,6 +114,22 @@ interface CurrentSession {
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
 const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
 
+/** The phase that usually follows `phase` (undefined when the loop usually ends). */
+function likelyNextPhase(phase: Phase): Phase | undefined {
+  switch (phase) {
+    case 'coding':
+      return 'auditing';
+    case 'auditing':
+      return 'coding';
+    case 'final_auditing':
+      return undefined;
+    case 'final_audit_fix':
+      return 'final_auditing';
+    default:
+      return undefined;
+  }
+}
+
 export function readExtras(loop: LoopRow): StoredLoopExtras {
   return loop.state as unknown as StoredLoopExtras;
 }
@@ -137,7 +153,7 @@ export class LoopSupervisor {
    * One empty session per role, created while the current session runs, so a hand-over needs
    * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
    */
-  private spares = new Map<Role, Promise<string | null>>();
+  private spares = new Map<Role, { id: Promise<string | null>; title: string }>();
   /** The checkpoint commit made at the auditor's handoff (see startEarlyCheckpoint). */
   private earlyCheckpoint: { sessionId: string; index: number; message: string; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
   /** A spare session taken for a phase gets its real title once its prompt is out. */
@@ -316,7 +332,7 @@ export class LoopSupervisor {
     if (modelText) model = parseModelRef(modelText);
     let sessionId: string;
     try {
-      sessionId = await this.takeSession(role, `Forge ${loop.name} · ${phase} · iteration ${state.iteration}`, model, readExtras(loop).userDenyRules);
+      sessionId = await this.takeSession(role, this.sessionTitle(phase, state.iteration), model, readExtras(loop).userDenyRules);
     } catch (error) {
       this.deps.log.error(`[loop ${loop.name}] session creation failed: ${String(error)}`);
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
@@ -367,21 +383,25 @@ export class LoopSupervisor {
     if (cur) {
       cur.onFirstActivity = () => {
         if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
-        // The next hand-over's session, made while this one works.
-        this.prepareSpare('code');
-        this.prepareSpare('auditor');
+        // The next hand-over's session, made while this one works, for the phase that most
+        // likely follows (a wrong guess costs a rename, or a session made at the hand-over).
+        const next = likelyNextPhase(phase);
+        if (next) this.prepareSpare(roleOfPhase(next), this.sessionTitle(next, next === 'auditing' || next === 'final_auditing' ? state.iteration : state.iteration + 1));
+        // The last section's audit may as well lead to the final audit.
+        const sectionCount = this.repos.sectionPlans.list(this.ref.projectId, this.ref.name).length;
+        if (phase === 'auditing' && (state.sectionIndex === null || state.sectionIndex >= sectionCount - 1)) this.prepareSpare('auditor', this.sessionTitle('final_auditing', state.iteration));
       };
     }
   }
 
-  private spareTitle(role: Role): string {
-    return `Forge ${this.ref.name} · next ${role === 'code' ? 'coding' : 'audit'} session`;
+  private sessionTitle(phase: Phase, iteration: number): string {
+    return `Forge ${this.ref.name} · ${phase} · iteration ${iteration}`;
   }
 
-  private prepareSpare(role: Role): void {
+  private prepareSpare(role: Role, title: string): void {
     if (this.spares.has(role) || this.ended || this.disposed || !this.client || !this.agent) return;
     const created = this.client
-      .createSession({ title: this.spareTitle(role), agent: FORGE_AGENT_NAMES[role], permission: this.agent.permissionRuleset(role, readExtras(this.loop()).userDenyRules) })
+      .createSession({ title, agent: FORGE_AGENT_NAMES[role], permission: this.agent.permissionRuleset(role, readExtras(this.loop()).userDenyRules) })
       .then(
         (session) => session.id,
         (error: unknown) => {
@@ -389,16 +409,16 @@ export class LoopSupervisor {
           return null;
         },
       );
-    this.spares.set(role, created);
+    this.spares.set(role, { id: created, title });
   }
 
   /** A session for the next phase: the spare of its role (renamed), else a new one. */
   private async takeSession(role: Role, title: string, model: ModelRef | undefined, userDenyRules: PermissionRule[]): Promise<string> {
     const spare = this.spares.get(role);
     this.spares.delete(role);
-    const spareId = spare ? await spare : null;
+    const spareId = spare ? await spare.id : null;
     if (spareId) {
-      this.pendingTitle = { sessionId: spareId, title };
+      if (spare!.title !== title) this.pendingTitle = { sessionId: spareId, title };
       return spareId;
     }
     const created = await this.client!.createSession({
@@ -412,7 +432,7 @@ export class LoopSupervisor {
 
   /** Deletes the sessions prepared ahead that no phase used. */
   private async dropSpares(): Promise<void> {
-    const pending = [...this.spares.values()];
+    const pending = [...this.spares.values()].map((spare) => spare.id);
     this.spares.clear();
     for (const id of await Promise.all(pending)) {
       if (id) await this.client?.deleteSession(id).catch(() => {});

@@ -516,8 +516,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
     if (added.trim() === '') {
       // Nothing new from the working tree; an agent may still have staged something itself.
-      const staged = await git.ok(worktreeDir, ['diff', '--cached', '--name-only', '-z', ...pathspec]);
-      if (staged === '') {
+      // (--dry-run answers by exit code and always prints a status: never silent, see above.)
+      const dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
+      if (dryRun.exitCode !== 0) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
       }
