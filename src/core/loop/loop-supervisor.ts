@@ -121,8 +121,6 @@ function likelyNextPhase(phase: Phase): Phase | undefined {
       return 'auditing';
     case 'auditing':
       return 'coding';
-    case 'final_auditing':
-      return undefined;
     case 'final_audit_fix':
       return 'final_auditing';
     default:
@@ -150,12 +148,13 @@ export class LoopSupervisor {
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
   /**
-   * One empty session per role, created while the current session runs, so a hand-over needs
-   * no session round trip before its prompt. Unused ones are deleted when the loop's scope ends.
+   * At most one empty session per role, created (and titled) for the phase likely to follow
+   * while the current session runs, so a hand-over needs no session round trip before its
+   * prompt. Unused ones are deleted when the loop's scope ends.
    */
   private spares = new Map<Role, { id: Promise<string | null>; title: string }>();
   /** The checkpoint commit made at the auditor's handoff (see startEarlyCheckpoint). */
-  private earlyCheckpoint: { sessionId: string; index: number; message: string; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
+  private earlyCheckpoint: { sessionId: string; index: number; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
   /** A spare session taken for a phase gets its real title once its prompt is out. */
   private pendingTitle: { sessionId: string; title: string } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
@@ -386,10 +385,10 @@ export class LoopSupervisor {
         // The next hand-over's session, made while this one works, for the phase that most
         // likely follows (a wrong guess costs a rename, or a session made at the hand-over).
         const next = likelyNextPhase(phase);
-        if (next) this.prepareSpare(roleOfPhase(next), this.sessionTitle(next, next === 'auditing' || next === 'final_auditing' ? state.iteration : state.iteration + 1));
+        // (Entering a coding pass costs an iteration; an audit keeps it.)
+        if (next) this.prepareSpare(roleOfPhase(next), this.sessionTitle(next, roleOfPhase(next) === 'auditor' ? state.iteration : state.iteration + 1));
         // The last section's audit may as well lead to the final audit.
-        const sectionCount = this.repos.sectionPlans.list(this.ref.projectId, this.ref.name).length;
-        if (phase === 'auditing' && (state.sectionIndex === null || state.sectionIndex >= sectionCount - 1)) this.prepareSpare('auditor', this.sessionTitle('final_auditing', state.iteration));
+        if (phase === 'auditing' && (state.sectionIndex === null || state.sectionIndex >= this.repos.sectionPlans.list(this.ref.projectId, this.ref.name).length - 1)) this.prepareSpare('auditor', this.sessionTitle('final_auditing', state.iteration));
       };
     }
   }
@@ -648,12 +647,11 @@ export class LoopSupervisor {
     const predicted = nextTransition(state, this.handoffEvent('auditor', state), readExtras(loop).limits);
     const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
     if (!complete || complete.type !== 'complete_section') return;
-    const message = this.checkpointMessage(complete.index);
     const worktreeDir = loop.worktreeDir;
-    const commit = this.deps.worktrees.commitAll(worktreeDir, message).then((sha) => (sha ? { sha } : null));
+    const commit = this.deps.worktrees.commitAll(worktreeDir, this.checkpointMessage(complete.index)).then((sha) => (sha ? { sha } : null));
     // Failures surface at idle, where the ordinary commit runs instead.
     commit.catch((e: unknown) => this.deps.log.debug(`[loop ${this.ref.name}] early checkpoint: ${String(e)}`));
-    this.earlyCheckpoint = { sessionId: cur.id, index: complete.index, message, worktreeDir, commit };
+    this.earlyCheckpoint = { sessionId: cur.id, index: complete.index, worktreeDir, commit };
   }
 
   private checkpointMessage(index: number): string {

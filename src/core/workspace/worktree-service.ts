@@ -239,6 +239,10 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   function untrackedArtefactDirsOf(worktreeDir: string): Promise<string[]> {
     return cachedPromise(untrackedArtefactCache, worktreeDir, () => untrackedArtefactDirs(worktreeDir));
   }
+  /** `-- . :(exclude)<artefact>…`: the loop's own work in a worktree, without its untracked artefact folders. */
+  async function ownWorkPathspec(worktreeDir: string): Promise<string[]> {
+    return ['--', '.', ...(await untrackedArtefactDirsOf(worktreeDir)).map((dir) => `:(exclude)${dir}`)];
+  }
   function identityConfigOf(worktreeDir: string): Promise<string[]> {
     return cachedPromise(identityCache, worktreeDir, () => identityConfig(worktreeDir));
   }
@@ -509,8 +513,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
     // Checkpoints sit between two agent sessions, so every git process here delays the next
     // prompt: the common case is two, add and commit.
-    const excluded = await untrackedArtefactDirsOf(worktreeDir);
-    const pathspec = ['--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)];
+    const pathspec = await ownWorkPathspec(worktreeDir);
     // --verbose: simple-git waits 50 ms more for any git command that printed nothing (its
     // completion detection), and a plain `add` prints nothing; this one lists what it staged.
     const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
@@ -721,18 +724,16 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     }
     // Dirty means work of the loop's own: artefact folders (opencode's plugin install and the
     // like) are left out of commits, so they do not keep a worktree alive either.
-    const excluded = await untrackedArtefactDirsOf(worktreeDir);
-    const dirty = await git.ok(worktreeDir, ['status', '--porcelain', '-z', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]);
-    const result = dirty === '' ? await git.run(worktreeDir, ['worktree', 'remove', '--force', worktreeDir]) : { exitCode: 1, stdout: '', stderr: 'contains modified or untracked files' };
+    const dirty = await git.ok(worktreeDir, ['status', '--porcelain', '-z', ...(await ownWorkPathspec(worktreeDir))]);
+    if (dirty !== '') {
+      throw new WorkspaceError(
+        'worktree_dirty',
+        `The worktree ${worktreeDir} has uncommitted changes, so Forge keeps it. Commit them, or remove it yourself (git worktree remove --force ${worktreeDir}).`,
+      );
+    }
+    const result = await git.run(worktreeDir, ['worktree', 'remove', '--force', worktreeDir]);
     if (result.exitCode !== 0) {
-      const detail = result.stderr.trim().replace(/\s+/g, ' ');
-      if (/modified or untracked files/i.test(detail)) {
-        throw new WorkspaceError(
-          'worktree_dirty',
-          `The worktree ${worktreeDir} has uncommitted changes, so Forge keeps it. Commit them, or remove it yourself (git worktree remove --force ${worktreeDir}).`,
-        );
-      }
-      throw new WorkspaceError('git_failed', `git could not remove the worktree ${worktreeDir}: ${detail}`);
+      throw new WorkspaceError('git_failed', `git could not remove the worktree ${worktreeDir}: ${result.stderr.trim().replace(/\s+/g, ' ')}`);
     }
     log.info(`workspace: removed ${worktreeDir} (its branch is kept)`);
   }
@@ -755,8 +756,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     }
     const worktreeDir = await assertLoopFolder(loop.worktreeDir);
     const tracked = parseNameStatus(await git.ok(worktreeDir, ['diff', '--name-status', '-z', '-M', loop.baseCommit, '--']));
-    const excluded = await untrackedArtefactDirs(worktreeDir);
-    const untracked = (await git.ok(worktreeDir, ['ls-files', '--others', '--exclude-standard', '-z', '--', '.', ...excluded.map((dir) => `:(exclude)${dir}`)]))
+    const untracked = (await git.ok(worktreeDir, ['ls-files', '--others', '--exclude-standard', '-z', ...(await ownWorkPathspec(worktreeDir))]))
       .split('\0')
       .filter(Boolean)
       .map((file): ChangedFile => ({ status: 'A', path: file }));
