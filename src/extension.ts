@@ -15,6 +15,7 @@ import { createCoreLoader } from './vscode/core-loader';
 import { Dashboard, DASHBOARD_VIEW_TYPE } from './vscode/dashboard/dashboard-panel';
 import { createEngineHost } from './vscode/engine-host';
 import { createExecutionMemory } from './vscode/execution-flow';
+import { FINDING_SCHEME, FindingDocumentProvider } from './vscode/finding-document';
 import { FindingCodeActions, FindingsDiagnostics } from './vscode/findings-diagnostics';
 import type { ForgeContext } from './vscode/forge-context';
 import { createForgeLog, type ForgeLog } from './vscode/log';
@@ -81,6 +82,8 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   const dashboard = disposable(new Dashboard({ extensionUri: context.extensionUri, model: loops, engine: () => engine.get(), log: log.child('dashboard'), onError }));
   disposable(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, dashboard));
   disposable(vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContentProvider(() => engine.get())));
+  const findingDocuments = disposable(new FindingDocumentProvider(() => engine.get(), loops.onDidChange));
+  disposable(vscode.workspace.registerTextDocumentContentProvider(FINDING_SCHEME, findingDocuments));
 
   const ctx: ForgeContext = {
     extension: context,

@@ -19,7 +19,7 @@ export interface DiagnosticSpec {
   readonly line: number;
   readonly severity: 'error' | 'warning';
   readonly message: string;
-  /** Shown as related information. */
+  /** Shown as related information, which opens the finding in full (`findingDocumentPath`). */
   readonly scenario: string | null;
   /** `finding <id>`: lets a code action find the finding back. */
   readonly code: string;
@@ -43,7 +43,7 @@ export function findingIdFromCode(code: string | number | { value: string | numb
 
 export function diagnosticMessage(f: Pick<DiagnosticFinding, 'description' | 'loopName' | 'recurrenceCount' | 'sectionIndex'>): string {
   const where = f.sectionIndex === null ? '' : `, section ${f.sectionIndex + 1}`;
-  const recurring = f.recurrenceCount >= 3 ? ` — recurring (${f.recurrenceCount}×)` : '';
+  const recurring = f.recurrenceCount >= 3 ? ` (recurring: ${f.recurrenceCount} times)` : '';
   return `${f.description} [loop ${f.loopName}${where}]${recurring}`;
 }
 
@@ -84,4 +84,50 @@ export function buildLoopDiagnostics(worktreeDir: string, findings: readonly Dia
     });
   }
   return { byFile, pseudo };
+}
+
+/**
+ * Path of the read-only document that shows one finding in full (scheme `forge-finding`):
+ * what a diagnostic's related information opens. Short on purpose: VS Code serialises it with
+ * every diagnostic that carries a scenario.
+ */
+export function findingDocumentPath(projectId: string, findingId: number): string {
+  return `/${projectId}/finding-${findingId}.md`;
+}
+
+export function parseFindingDocumentPath(documentPath: string): { projectId: string; findingId: number } | undefined {
+  const match = /^\/([^/]+)\/finding-(\d+)\.md$/.exec(documentPath);
+  if (!match) return undefined;
+  const findingId = Number(match[2]);
+  return Number.isSafeInteger(findingId) && findingId > 0 ? { projectId: match[1]!, findingId } : undefined;
+}
+
+/** The finding in full, as markdown: what the auditor reported and where it stands now. */
+export function findingDocumentText(
+  f: Pick<ReviewFindingRow, 'id' | 'loopName' | 'file' | 'line' | 'severity' | 'description' | 'scenario' | 'status' | 'recurrenceCount' | 'sectionIndex'>,
+): string {
+  const where = f.line > 0 ? `${f.file}:${f.line}` : f.file;
+  const facts = [
+    `- Loop: ${f.loopName}${f.sectionIndex === null ? '' : `, section ${f.sectionIndex + 1}`}`,
+    `- Where: ${where}`,
+    `- Status: ${f.status}`,
+    ...(f.recurrenceCount > 1 ? [`- Reported ${f.recurrenceCount} times by the auditor`] : []),
+  ];
+  const scenario = f.scenario && f.scenario.trim() !== '' ? f.scenario : null;
+  return [
+    `# Finding ${f.id}: ${f.severity}`,
+    '',
+    ...facts,
+    '',
+    '## Description',
+    '',
+    f.description,
+    '',
+    ...(scenario ? ['## Scenario', '', scenario, ''] : []),
+  ].join('\n');
+}
+
+/** What the finding document says when the finding is no longer in the database. */
+export function missingFindingDocumentText(findingId: number): string {
+  return `# Finding ${findingId}\n\nThis finding is no longer in Forge's database (its loop was deleted).\n`;
 }

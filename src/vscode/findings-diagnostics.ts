@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
+import { findingDocumentUri } from './finding-document';
 import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticSpec, type LoopDiagnostics } from './findings-diagnostics-model';
 import type { ForgeLog } from './log';
 import { loopKey, type LoopsModel } from './loops-model';
@@ -35,7 +36,9 @@ function lineRange(line: number): vscode.Range {
   return (sharedRanges[line] ??= new vscode.Range(line, 0, line, LINE_END));
 }
 
-export function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diagnostic {
+const DOCUMENT_START = new vscode.Range(0, 0, 0, 0);
+
+export function toDiagnostic(spec: DiagnosticSpec): vscode.Diagnostic {
   const range = lineRange(spec.line);
   const diagnostic = new vscode.Diagnostic(
     range,
@@ -45,7 +48,9 @@ export function toDiagnostic(uri: vscode.Uri, spec: DiagnosticSpec): vscode.Diag
   diagnostic.source = DIAGNOSTIC_SOURCE;
   diagnostic.code = spec.code;
   if (spec.scenario) {
-    diagnostic.relatedInformation = [new vscode.DiagnosticRelatedInformation(new vscode.Location(uri, range), `Scenario: ${spec.scenario}`)];
+    // The scenario's entry opens the finding in full, not the line the diagnostic already marks.
+    const finding = new vscode.Location(findingDocumentUri(spec.projectId, spec.findingId), DOCUMENT_START);
+    diagnostic.relatedInformation = [new vscode.DiagnosticRelatedInformation(finding, `Scenario: ${spec.scenario}`)];
   }
   return diagnostic;
 }
@@ -59,8 +64,11 @@ export class FindingsDiagnostics implements vscode.Disposable {
   private readonly collection: vscode.DiagnosticCollection;
   /** loop key -> absolute path -> URI of the files it published diagnostics on. */
   private readonly published = new Map<string, Map<string, vscode.Uri>>();
-  /** file URI (string) -> the diagnostics published on it (each names its finding). */
-  private readonly findings = new Map<string, readonly DiagnosticSpec[]>();
+  /**
+   * file URI (string) -> the loop whose diagnostics are on it (each diagnostic's code names its
+   * finding). Not the specs themselves: 20 000 of them kept alive slow every garbage collection.
+   */
+  private readonly owners = new Map<string, { readonly projectId: string; readonly loopName: string }>();
   /** absolute path -> its file URI, for the files diagnostics are published on (parsed once). */
   private readonly uris = new Map<string, vscode.Uri>();
   /** loop key -> what was last published for it (ids and update times of its open findings). */
@@ -116,9 +124,10 @@ export class FindingsDiagnostics implements vscode.Disposable {
         if (!uri) this.uris.set(file, (uri = vscode.Uri.file(file)));
         next.set(file, uri);
         const list = new Array<vscode.Diagnostic>(specs.length);
-        for (let i = 0; i < specs.length; i++) list[i] = toDiagnostic(uri, specs[i]!);
+        for (let i = 0; i < specs.length; i++) list[i] = toDiagnostic(specs[i]!);
         entries.push([uri, list]);
-        this.findings.set(uri.toString(), specs);
+        const { projectId, loopName } = specs[0]!;
+        this.owners.set(uri.toString(), { projectId, loopName });
       }
       if (previous) {
         for (const [file, uri] of previous) {
@@ -162,7 +171,7 @@ export class FindingsDiagnostics implements vscode.Disposable {
 
   private forget(file: string, uri: vscode.Uri): void {
     this.uris.delete(file);
-    this.findings.delete(uri.toString());
+    this.owners.delete(uri.toString());
   }
 
   /** Which finding a Forge diagnostic stands for. */
@@ -170,8 +179,8 @@ export class FindingsDiagnostics implements vscode.Disposable {
     if (diagnostic.source !== DIAGNOSTIC_SOURCE) return undefined;
     const id = findingIdFromCode(diagnostic.code as string | number | { value: string | number } | undefined);
     if (id === undefined) return undefined;
-    const spec = this.findings.get(uri.toString())?.find((s) => s.findingId === id);
-    return spec && { projectId: spec.projectId, loopName: spec.loopName, findingId: spec.findingId };
+    const owner = this.owners.get(uri.toString());
+    return owner && { projectId: owner.projectId, loopName: owner.loopName, findingId: id };
   }
 
   /** Number of files with Forge diagnostics (for the API and tests). */
@@ -185,7 +194,7 @@ export class FindingsDiagnostics implements vscode.Disposable {
     for (const s of this.subscriptions) s.dispose();
     this.collection.dispose();
     this.published.clear();
-    this.findings.clear();
+    this.owners.clear();
     this.uris.clear();
   }
 }

@@ -5,7 +5,14 @@ import * as vscode from 'vscode';
 import { FINDING_PSEUDO_PATHS } from '../../../src/core/loop/tool-backend';
 import type { ProviderCatalog } from '../../../src/core/opencode/agent-client';
 import { modelPickItems, modelVariants, runExecutionFlow, variantPickItems, type ExecutionFlowDeps, type ExecutionMemory } from '../../../src/vscode/execution-flow';
-import { buildLoopDiagnostics, findingIdFromCode, type DiagnosticFinding } from '../../../src/vscode/findings-diagnostics-model';
+import {
+  buildLoopDiagnostics,
+  findingDocumentPath,
+  findingDocumentText,
+  findingIdFromCode,
+  parseFindingDocumentPath,
+  type DiagnosticFinding,
+} from '../../../src/vscode/findings-diagnostics-model';
 import { buildLoopDetails, buildLoopTooltip, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { sandboxItemView } from '../../../src/vscode/status-bar';
 
@@ -108,6 +115,25 @@ describe('findings diagnostics model', () => {
     assert.equal(findingIdFromCode(specs[0]!.code), 1);
     assert.equal(findingIdFromCode({ value: specs[1]!.code }), 2);
     assert.equal(findingIdFromCode('something else'), undefined);
+  });
+
+  it('names each finding\'s document by project and id, and reads the name back', () => {
+    assert.equal(findingDocumentPath('0123abcd', 42), '/0123abcd/finding-42.md');
+    assert.deepEqual(parseFindingDocumentPath('/0123abcd/finding-42.md'), { projectId: '0123abcd', findingId: 42 });
+    for (const bad of ['/0123abcd/finding-0.md', '/finding-4.md', '/a/b/finding-4.md', '/a/finding-x.md', '/a/finding-4.txt', '/a/finding-99999999999999999999.md']) {
+      assert.equal(parseFindingDocumentPath(bad), undefined, bad);
+    }
+  });
+
+  it('shows a finding in full: severity, loop and section, place, status, recurrences, description, scenario', () => {
+    const text = findingDocumentText({ ...finding({ id: 7, line: 12, scenario: 'call it twice' }), recurrenceCount: 3, sectionIndex: 1, description: 'Leaks the handle.' });
+    assert.equal(
+      text,
+      ['# Finding 7: bug', '', '- Loop: l, section 2', '- Where: src/a.ts:12', '- Status: open', '- Reported 3 times by the auditor', '', '## Description', '', 'Leaks the handle.', '', '## Scenario', '', 'call it twice', ''].join('\n'),
+    );
+    const plain = findingDocumentText({ ...finding({ id: 8, line: 0, file: 'GOAL', severity: 'warning' }), sectionIndex: null });
+    assert.match(plain, /^# Finding 8: warning\n\n- Loop: l\n- Where: GOAL\n- Status: open\n\n## Description/);
+    assert.doesNotMatch(plain, /Scenario|Reported/);
   });
 });
 

@@ -144,6 +144,13 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     assert.equal(diagnostic.range.start.line, 0);
     assert.match(diagnostic.message, /Greeting is misspelt/);
     assert.match(diagnostic.relatedInformation?.[0]?.message ?? '', /Scenario: node hello.js prints "helo"/);
+    // The scenario's entry opens the finding in full, as a read-only markdown document.
+    const findingDoc = await vscode.workspace.openTextDocument(diagnostic.relatedInformation![0]!.location.uri);
+    assert.equal(findingDoc.uri.scheme, 'forge-finding');
+    assert.match(findingDoc.getText(), /^# Finding \d+: bug/);
+    assert.match(findingDoc.getText(), /Greeting is misspelt/);
+    assert.match(findingDoc.getText(), /## Scenario\n\nnode hello.js prints "helo"/);
+    assert.match(findingDoc.getText(), /- Where: hello\.js:1\n- Status: open/);
     // The code actions on it (the file open in an editor, as a user sees it): show in dashboard, dismiss.
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(file), { preview: false });
     const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', file, diagnostic.range);
