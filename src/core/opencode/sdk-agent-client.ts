@@ -8,6 +8,11 @@
  * reconciled through `session.status` so an idle that happened while disconnected is emitted
  * (once). When the server process died instead (supervisor event, or a new generation on
  * reconnect), every session that was working gets a `ServerLost` error and its idle.
+ *
+ * Usage: the stream's `message.updated` events carry every assistant message's tokens and cost,
+ * so a session followed by an unbroken stream since its creation has its usage counted here,
+ * without asking opencode for the session's messages (a request that competes with the next
+ * session's turn). Any other session's usage is read from its messages.
  */
 import { createOpencodeClient, type OpencodeClient } from '@opencode-ai/sdk/v2';
 import {
@@ -21,6 +26,7 @@ import {
   type PermissionReply,
   type PromptInput,
   type ProviderCatalog,
+  type SessionUsageByModel,
 } from './agent-client';
 import { createEventNormalizer, normalizeError, type RawOpencodeEvent } from './event-normalizer';
 import { basicAuthHeader, type OpencodeEndpoint } from './server-process';
@@ -67,6 +73,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
   let closed = false;
   let abortStream: AbortController | undefined;
   let lossReported = false;
+  /** Bumped at every (re)connect and loss: a session's ledger is whole only within one epoch. */
+  let streamEpoch = 0;
+  let streamLive = false;
+  /** Sessions created while the stream was live, with that epoch, and their assistant messages by id. */
+  const ledgers = new Map<string, { epoch: number; messages: Map<string, AgentMessage> }>();
 
   const emit = (events: AgentEvent[]) => {
     for (const event of events) {
@@ -127,6 +138,23 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     return (data as unknown as Array<{ info: Record<string, unknown>; parts: Array<Record<string, unknown>> }>).map(toAgentMessage);
   }
 
+  function recordMessageUsage(raw: RawOpencodeEvent): void {
+    const info = (raw.properties?.info ?? undefined) as Record<string, unknown> | undefined;
+    if (!info || info.role !== 'assistant' || typeof info.sessionID !== 'string' || typeof info.id !== 'string') return;
+    const ledger = ledgers.get(info.sessionID);
+    if (!ledger || ledger.epoch !== streamEpoch) return;
+    ledger.messages.set(info.id, toAgentMessage({ info, parts: [] }));
+  }
+
+  /** The session's usage from its ledger, when the ledger is whole and every reply in it finished. */
+  function ledgerUsage(sessionId: string): SessionUsageByModel[] | undefined {
+    const ledger = ledgers.get(sessionId);
+    if (!ledger || !streamLive || ledger.epoch !== streamEpoch) return undefined;
+    const messages = [...ledger.messages.values()];
+    if (messages.some((m) => m.completedAt === undefined && m.error === undefined)) return undefined;
+    return usageByModel(messages);
+  }
+
   async function reconcileWatched(): Promise<void> {
     if (watched.size === 0) return;
     const status = await fetchStatus();
@@ -183,15 +211,21 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
             }
             connectedGeneration = generation;
             lossReported = false;
+            streamEpoch += 1;
+            streamLive = true;
             emit([{ type: 'stream.connected', reconnect }]);
             continue;
           }
+          if (raw.type === 'message.updated') recordMessageUsage(raw);
           emit(normalizer.normalize(raw));
         }
       } catch (error) {
         if (!closed) log(`event stream failed: ${String(error)}`);
       } finally {
         if (staleTimer) clearTimeout(staleTimer);
+        // Whatever happened while the stream was away is not in the ledgers.
+        streamLive = false;
+        streamEpoch += 1;
       }
       if (closed) return;
       if (!lossReported && connectedGeneration !== undefined) {
@@ -216,8 +250,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       if (input.model) body.model = { providerID: input.model.providerId, id: input.model.modelId, ...(input.model.variant ? { variant: input.model.variant } : {}) };
       if (input.permission) body.permission = input.permission;
       if (input.parentSessionId) body.parentID = input.parentSessionId;
+      // A session created while the stream is live: the stream shows it every message, from the first.
+      const epoch = streamLive ? streamEpoch : undefined;
       const data = unwrap(await (await sdk()).session.create(body as never), `create a session "${input.title}"`) as { id: string; parentID?: string };
       normalizer.recordParent(data.id, data.parentID);
+      if (epoch !== undefined) ledgers.set(data.id, { epoch, messages: new Map() });
       return { id: data.id };
     },
     async promptAsync(input: PromptInput) {
@@ -235,10 +272,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     },
     messages: fetchMessages,
     async usage(sessionId) {
-      return usageByModel(await fetchMessages(sessionId));
+      return ledgerUsage(sessionId) ?? usageByModel(await fetchMessages(sessionId));
     },
     async deleteSession(sessionId) {
       watched.delete(sessionId);
+      ledgers.delete(sessionId);
       unwrap(await (await sdk()).session.delete({ sessionID: sessionId }), `delete session ${sessionId}`);
     },
     async setSessionTitle(sessionId, title) {

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLoopToolBackend } from '../../../src/core/loop/tool-backend';
-import type { AgentEvent } from '../../../src/core/opencode/agent-client';
+import { usageByModel, type AgentEvent } from '../../../src/core/opencode/agent-client';
 import { openForgeDatabase, createForgeRepositories, type ForgeDatabase, type ForgeRepositories, type LoopHandoffRow } from '../../../src/core/storage';
 import { git } from '../../support/git-repo';
 import { startOpencodeHarness, type OpencodeHarness } from '../../support/opencode-harness';
@@ -183,6 +183,8 @@ describe('opencode sessions through Forge (real opencode, real git, real sql.js)
     assert.equal(entry?.usage.output + (entry?.usage.reasoning ?? 0), 80 + 40);
     assert.equal(entry?.usage.reasoning, 30);
     assert.ok((entry?.cost ?? 0) > 0, 'cost is priced from the configured model cost');
+    // Counted from the event stream; the session's messages say the same.
+    assert.deepEqual(usage, usageByModel(await h.client.messages(sessionId)));
   });
 
   it('surfaces an HTTP 500 from the model as a normalised retry event, then completes', async () => {

@@ -9,7 +9,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { AgentEvent } from '../../../src/core/opencode/agent-client';
+import { usageByModel, type AgentEvent } from '../../../src/core/opencode/agent-client';
 import { loadAgentPrompts } from '../../../src/core/opencode/forge-config';
 import { startForgeToolServer } from '../../../src/core/opencode/forge-tool-server';
 import { FORGE_AGENT_NAMES } from '../../../src/core/opencode/forge-tools';
@@ -262,6 +262,10 @@ describe('opencode server supervision (real opencode)', function () {
         await waitFor(events, (e) => e.type === 'session.idle' && e.sessionId === id, 120_000, before);
         const idles = events.filter((e) => e.type === 'session.idle' && e.sessionId === id);
         assert.equal(idles.length, 2);
+        // The stream missed the end of the first reply: usage is read from the session's messages.
+        const usage = await client.usage(id);
+        assert.deepEqual(usage, usageByModel(await client.messages(id)));
+        assert.equal(usage[0]?.messages, 2);
       } finally {
         h.model.setHandler(undefined);
         await client.close();
