@@ -856,8 +856,16 @@ export class LoopSupervisor {
       repos.loops.terminate(projectId, name, { status, terminationReason: reasonText });
     });
     this.emitDeferredEvents();
-    const mergeText = await this.teardownWorkspace(loopBefore, reason, state);
-    await this.disposeScope(true);
+    // The last commit (and merge) runs while opencode stops: the session is over, and git and
+    // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
+    let mergeText: string | null = null;
+    await this.disposeScope(
+      true,
+      this.commitAndMerge(loopBefore, reason, state).then((text) => {
+        mergeText = text;
+      }),
+    );
+    await this.removeWorktreeIfAsked(loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,
@@ -872,8 +880,8 @@ export class LoopSupervisor {
     this.endedResolve(ended);
   }
 
-  /** Commits what is left, merges a completed loop as configured, removes the worktree if asked. */
-  private async teardownWorkspace(loop: LoopRow, reason: TerminationReason, state: LoopState): Promise<string | null> {
+  /** Commits what is left and merges a completed loop as configured. */
+  private async commitAndMerge(loop: LoopRow, reason: TerminationReason, state: LoopState): Promise<string | null> {
     const extras = readExtras(loop);
     if (!loop.worktreeDir) return null;
     try {
@@ -894,14 +902,16 @@ export class LoopSupervisor {
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: mergeText });
       }
     }
-    if (extras.cleanupWorktree) {
-      try {
-        await this.deps.worktrees.removeWorktree(loop.worktreeDir);
-      } catch (error) {
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not remove the worktree: ${(error as Error).message}` });
-      }
-    }
     return mergeText;
+  }
+
+  private async removeWorktreeIfAsked(loop: LoopRow): Promise<void> {
+    if (!loop.worktreeDir || !readExtras(loop).cleanupWorktree) return;
+    try {
+      await this.deps.worktrees.removeWorktree(loop.worktreeDir);
+    } catch (error) {
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not remove the worktree: ${(error as Error).message}` });
+    }
   }
 
   /** Terminates through the table (cancel, shutdown). */
@@ -959,7 +969,8 @@ export class LoopSupervisor {
     }
   }
 
-  private async disposeScope(ended: boolean): Promise<void> {
+  /** Releases the loop's scope; `alongside` (the last commit) runs while opencode stops, and is awaited before the lease goes. */
+  private async disposeScope(ended: boolean, alongside?: Promise<void>): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
     for (const d of this.disposers.reverse()) {
@@ -976,14 +987,17 @@ export class LoopSupervisor {
     } catch (e) {
       this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
     }
-    await this.dropSpares();
-    // Ended while opencode was still starting: wait for it, so stopping it cannot be skipped
-    // (nobody else would; the process would outlive Forge).
-    if (!this.agent && this.opening) this.agent = await this.opening.catch(() => undefined);
-    if (this.agent) {
-      this.agent.scope.setActiveSession(undefined);
-      await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));
-    }
+    const stopping = (async () => {
+      await this.dropSpares();
+      // Ended while opencode was still starting: wait for it, so stopping it cannot be skipped
+      // (nobody else would; the process would outlive Forge).
+      if (!this.agent && this.opening) this.agent = await this.opening.catch(() => undefined);
+      if (this.agent) {
+        this.agent.scope.setActiveSession(undefined);
+        await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));
+      }
+    })();
+    await Promise.all([stopping, alongside]);
     try {
       await this.deps.releaseSandbox(this.loop(), ended);
     } catch (e) {
