@@ -886,7 +886,7 @@ export class LoopSupervisor {
     if (!loop.worktreeDir) return null;
     try {
       const message = loopTeardownMessage(loop.name, terminationReasonToString(reason), state.iteration);
-      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir, message);
+      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir, message, { likelyClean: true });
       if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
     } catch (error) {
       this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not commit the loop's last changes: ${(error as Error).message}` });

@@ -10,7 +10,7 @@
  * reconnect), every session that was working gets a `ServerLost` error and its idle.
  *
  * Usage: the stream's `message.updated` events carry every assistant message's tokens and cost,
- * so a session followed by an unbroken stream since its creation has its usage counted here,
+ * so a session followed by an unbroken stream since its first prompt has its usage counted here,
  * without asking opencode for the session's messages (a request that competes with the next
  * session's turn). Any other session's usage is read from its messages.
  */
@@ -76,8 +76,10 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
   /** Bumped at every (re)connect and loss: a session's ledger is whole only within one epoch. */
   let streamEpoch = 0;
   let streamLive = false;
-  /** Sessions created while the stream was live, with that epoch, and their assistant messages by id. */
+  /** Sessions first prompted while the stream was live, with that epoch, and their assistant messages by id. */
   const ledgers = new Map<string, { epoch: number; messages: Map<string, AgentMessage> }>();
+  /** Sessions first prompted while the stream was away: their usage is always read from their messages. */
+  const unledgered = new Set<string>();
 
   const emit = (events: AgentEvent[]) => {
     for (const event of events) {
@@ -250,11 +252,8 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       if (input.model) body.model = { providerID: input.model.providerId, id: input.model.modelId, ...(input.model.variant ? { variant: input.model.variant } : {}) };
       if (input.permission) body.permission = input.permission;
       if (input.parentSessionId) body.parentID = input.parentSessionId;
-      // A session created while the stream is live: the stream shows it every message, from the first.
-      const epoch = streamLive ? streamEpoch : undefined;
       const data = unwrap(await (await sdk()).session.create(body as never), `create a session "${input.title}"`) as { id: string; parentID?: string };
       normalizer.recordParent(data.id, data.parentID);
-      if (epoch !== undefined) ledgers.set(data.id, { epoch, messages: new Map() });
       return { id: data.id };
     },
     async promptAsync(input: PromptInput) {
@@ -264,6 +263,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       const variant = input.variant || input.model?.variant;
       if (variant) body.variant = variant;
       if (input.system) body.system = input.system;
+      // A session first prompted while the stream is live: the stream shows every reply it gets.
+      if (!ledgers.has(input.sessionId) && !unledgered.has(input.sessionId)) {
+        if (streamLive) ledgers.set(input.sessionId, { epoch: streamEpoch, messages: new Map() });
+        else unledgered.add(input.sessionId);
+      }
       normalizer.markPrompted(input.sessionId);
       unwrap(await (await sdk()).session.promptAsync(body as never), `send a prompt to session ${input.sessionId}`);
     },
@@ -277,6 +281,7 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     async deleteSession(sessionId) {
       watched.delete(sessionId);
       ledgers.delete(sessionId);
+      unledgered.delete(sessionId);
       unwrap(await (await sdk()).session.delete({ sessionID: sessionId }), `delete session ${sessionId}`);
     },
     async setSessionTitle(sessionId, title) {

@@ -502,9 +502,10 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   /**
    * Stages everything in a loop worktree (respecting ignores, leaving out
    * artefact folders) and commits it. Returns the new commit's sha, or null
-   * when there was nothing to commit.
+   * when there was nothing to commit. `likelyClean` (a loop's last commit, often after a
+   * checkpoint that took everything): ask git's status first, one process when it is clean.
    */
-  async function commitAll(worktreeDirInput: string, message: string): Promise<string | null> {
+  async function commitAll(worktreeDirInput: string, message: string, options: { likelyClean?: boolean } = {}): Promise<string | null> {
     const worktreeDir = await assertLoopFolder(worktreeDirInput);
     if (!(await pathExists(worktreeDir))) {
       throw new WorkspaceError('missing_worktree', `The loop's worktree ${worktreeDir} is gone; there is nothing to commit. Restart the loop to recreate it from its branch.`);
@@ -514,6 +515,15 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     // Checkpoints sit between two agent sessions, so every git process here delays the next
     // prompt: the common case is two, add and commit.
     const pathspec = await ownWorkPathspec(worktreeDir);
+    if (options.likelyClean) {
+      // Porcelain v2 with --branch always prints its branch headers, so simple-git does not hold
+      // it (see below); anything after them is a change, staged, unstaged or untracked.
+      const status = await git.ok(worktreeDir, ['status', '--porcelain=v2', '--branch', '-z', '--untracked-files=all', ...pathspec]);
+      if (!status.split('\0').some((entry) => entry !== '' && !entry.startsWith('# '))) {
+        log.debug(`workspace: nothing to commit in ${worktreeDir}`);
+        return null;
+      }
+    }
     // --verbose: simple-git waits 50 ms more for any git command that printed nothing (its
     // completion detection), and a plain `add` prints nothing; this one lists what it staged.
     const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);

@@ -38,6 +38,27 @@ describe('workspace: commits on the loop branch', () => {
     assert.equal(box.git(loop.worktreeDir, 'rev-parse', 'HEAD'), loop.baseCommit);
   });
 
+  it('with likelyClean (a loop\'s last commit): the same outcomes, status first', async () => {
+    assert.equal(await service.commitAll(loop.worktreeDir, 'nothing', { likelyClean: true }), null);
+    box.write(loop.worktreeDir, { 'build/out.js': 'x', '.opencode/package.json': '{}' });
+    assert.equal(await service.commitAll(loop.worktreeDir, 'only ignored and artefacts', { likelyClean: true }), null);
+    box.write(loop.worktreeDir, { 'untracked.txt': 'u' });
+    const first = await service.commitAll(loop.worktreeDir, 'untracked', { likelyClean: true });
+    assert.equal(first, box.git(loop.worktreeDir, 'rev-parse', 'HEAD'));
+    assert.equal(box.git(loop.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), 'untracked.txt');
+    // Staged by an agent, nothing else changed in the working tree.
+    box.write(loop.worktreeDir, { 'staged.txt': 's' });
+    box.git(loop.worktreeDir, 'add', 'staged.txt');
+    const second = await service.commitAll(loop.worktreeDir, 'staged', { likelyClean: true });
+    assert.ok(second && second !== first);
+    assert.equal(box.git(loop.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), 'staged.txt');
+    box.write(loop.worktreeDir, { 'README.md': '# edited\n' });
+    assert.ok(await service.commitAll(loop.worktreeDir, 'modified', { likelyClean: true }));
+    assert.equal(box.git(loop.worktreeDir, 'show', '--name-only', '--format=', 'HEAD'), 'README.md');
+    // The artefact folder stays out, as in every commit.
+    assert.equal(box.git(loop.worktreeDir, 'status', '--porcelain'), '?? .opencode/');
+  });
+
   it('returns null when only ignored files and artefacts changed', async () => {
     box.write(loop.worktreeDir, { 'build/out.js': 'x', '.opencode/package.json': '{}', '.opencode/node_modules/a.js': '' });
     assert.equal(await service.commitAll(loop.worktreeDir, 'nothing'), null);
