@@ -288,7 +288,11 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
     // Whatever the main process did, nothing of its group may survive it.
     signalGroup(pid, 'SIGKILL');
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
-    killMarkedProcesses(marker);
+    // SIGKILL is delivered, not awaited: a killed child can still be tearing down (holding its
+    // working folder, which the caller may be about to remove) when the main process has exited.
+    // Stopped means gone, so wait until no process of this server is left (zombies count as gone).
+    const deadline = Date.now() + 2_000;
+    while (killMarkedProcesses(marker) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   };
 
   const timeoutMs = options.startTimeoutMs ?? 60_000;

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -107,42 +107,48 @@ describe('bad input: a clear message, nothing created or lost', function () {
     assert.match(notRepo.stderr, /git/i);
   });
 
+  let thirtyAttempts = 0;
   it('30 sections run as 24 (and it says so); restart of a completed loop is refused; restart with worktree and branch gone says why', async () => {
+    // A retried attempt must not trip over the loop the failed attempt left behind.
+    const name = `thirty-${thirtyAttempts++}`;
     h.model.setHandler(sessionScript(() => [hang]).handler);
     const sections = Array.from({ length: 30 }, (_, i) => `## Step ${i + 1}\nDo step ${i + 1}.`).join('\n');
-    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: `# Thirty\n${sections}`, name: 'thirty' });
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: `# Thirty\n${sections}`, name });
     assert.equal(started.notices.length, 1);
     assert.match(started.notices[0]!, /30 sections; Forge runs at most 24/);
     const repos = createForgeRepositories(h.engine.db);
-    assert.equal(repos.sectionPlans.list(h.projectId, 'thirty').length, 24);
+    assert.equal(repos.sectionPlans.list(h.projectId, name).length, 24);
     await h.engine.runtime.cancel(started);
     await h.engine.runtime.waitForEnd(started);
     // Cancelled while its opencode server was still starting: that server is stopped too.
     assert.deepEqual(await processesWorkingIn(h.engine.runtime.get(started)!.worktreeDir!), []);
 
     // Completed loops are history.
-    repos.loops.update(h.projectId, 'thirty', { status: 'completed', terminationReason: 'completed' });
+    repos.loops.update(h.projectId, name, { status: 'completed', terminationReason: 'completed' });
     await assert.rejects(h.engine.runtime.restart(started), rejectsWith('completed', /completed loops are history/));
-    repos.loops.update(h.projectId, 'thirty', { status: 'cancelled', terminationReason: 'cancelled' });
+    repos.loops.update(h.projectId, name, { status: 'cancelled', terminationReason: 'cancelled' });
 
     // Worktree and branch gone: the restart says so and changes nothing.
     const loop = h.engine.runtime.get(started)!;
     await h.repo.git('worktree', 'remove', '--force', loop.worktreeDir!);
-    await h.repo.git('branch', '-D', 'forge/thirty');
-    const transitions = repos.transitions.listByLoop(h.projectId, 'thirty').length;
+    await h.repo.git('branch', '-D', `forge/${name}`);
+    const transitions = repos.transitions.listByLoop(h.projectId, name).length;
     await assert.rejects(h.engine.runtime.restart(started), rejectsWith('workspace', /cannot restart/));
     assert.equal(h.engine.runtime.get(started)!.status, 'cancelled');
-    assert.equal(repos.transitions.listByLoop(h.projectId, 'thirty').length, transitions);
+    assert.equal(repos.transitions.listByLoop(h.projectId, name).length, transitions);
   });
 });
 
-/** pids of the processes whose working folder is `dir` (Linux: /proc/<pid>/cwd). */
-async function processesWorkingIn(dir: string): Promise<number[]> {
-  const pids: number[] = [];
+/** The processes whose working folder is `dir` (Linux: /proc/<pid>/cwd), as "pid command line". */
+async function processesWorkingIn(dir: string): Promise<string[]> {
+  const pids: string[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => '');
-    if (cwd === dir || cwd === `${dir} (deleted)`) pids.push(Number(entry));
+    if (cwd === dir || cwd === `${dir} (deleted)`) {
+      const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+      pids.push(`${entry} ${cmdline.split('\0').join(' ').trim()}`);
+    }
   }
   return pids;
 }
