@@ -88,5 +88,10 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
     agent,
     // Nobody answers questions in a Forge-run server; subagents inherit this too.
     permission: { question: 'deny' },
+    // opencode's undo snapshots track the worktree in a shadow git repository before and after
+    // every step (a `git add` of the whole tree each time). Forge's checkpoint commits on the
+    // loop branch already record the agent's work, and nobody reverts a Forge session from
+    // opencode's UI, so the shadow repository is only cost (and disk outside the data folder).
+    snapshot: false,
   };
 }

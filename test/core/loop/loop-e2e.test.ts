@@ -1,4 +1,5 @@
 import { strict as assert } from 'node:assert';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
@@ -95,6 +96,9 @@ describe('loop runtime end to end (real opencode, scripted model)', function () 
     assert.deepEqual(log.slice(0, 2), ['section 2: Test', 'section 1: Greeting function']);
     assert.equal(await h.repo.git('show', 'forge/greeting:greet.js'), 'exports.greet = (name) => `hello ${name}`;\n');
     await assert.rejects(readFile(join(h.repo.dir, 'greet.js')));
+    // The checkpoint commits are the record: opencode keeps no shadow snapshot repository of
+    // the worktree beside them (it would copy the tree at every step).
+    assert.equal(existsSync(join(h.env.env.XDG_DATA_HOME!, 'opencode', 'snapshot')), false, 'no opencode snapshot repository');
 
     const finding = repos.reviewFindings.listByLoop(h.projectId, 'greeting');
     assert.equal(finding.length, 1);

@@ -46,6 +46,7 @@ describe('opencode environment and configuration', () => {
     assert.equal(config.agent['forge-auditor']?.model, 'a/b');
     assert.equal(config.agent['forge-code']?.model, undefined);
     assert.deepEqual(config.permission, { question: 'deny' });
+    assert.equal((config as { snapshot?: unknown }).snapshot, false, "opencode's shadow snapshot repository is off");
     assert.equal(agentPermission('auditor').edit, 'deny');
     assert.equal(agentPermission('auditor').forge_plan_write, 'deny');
     assert.equal(agentPermission('auditor').forge_review_write, undefined);
