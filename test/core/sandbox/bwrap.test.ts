@@ -23,8 +23,9 @@ describeSandboxDriver({
   },
   removeOutOfBand: async (name, dirs) => {
     rmSync(path.join(dirs.stateDir, `${name}.json`));
-    // Drop its (empty) cgroup too, as a reboot would.
-    for (const d of await new SandboxCgroups().dirs(name)) rmdirSync(d);
+    // Drop its cgroup too, as a reboot would. Through remove(), which waits out EBUSY: a
+    // command that just ended can keep the cgroup busy for a moment (seen once in CI).
+    await new SandboxCgroups().remove(name);
   },
   breakStateOf: (name, dirs) => {
     const record = path.join(dirs.stateDir, `${name}.json`);
