@@ -80,14 +80,20 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
   /** WebviewPanelSerializer: a dashboard that was open before the window reloaded. */
   async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: DashboardViewState | undefined): Promise<void> {
     this.selected = state?.selected ?? null;
+    this.deps.log.info(`restoring the dashboard${this.selected ? ` on loop ${this.selected.name}` : ''}`);
     panel.webview.options = this.webviewOptions();
     this.adopt(panel);
     try {
       await this.deps.model.start();
-      await this.update(true);
     } catch (error) {
       this.deps.onError('Forge could not restore its dashboard', error);
+      return;
     }
+    // Not awaited: VS Code loads a restored webview only once this method has returned, and a
+    // message posted to it before then is delivered only after that, so awaiting the post here
+    // would never end (the panel stayed blank). The webview's 'ready' brings the state anyway.
+    void this.update(true);
+    this.deps.log.info('dashboard restored');
   }
 
   isOpen(): boolean {
@@ -181,6 +187,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     try {
       switch (message.type) {
         case 'ready':
+          this.deps.log.debug('dashboard webview ready');
           this.ready.fire();
           await this.update(true);
           return;
