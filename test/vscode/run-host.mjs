@@ -128,6 +128,7 @@ export async function runVsCodeTests(options = {}) {
 
   let exitCode = EXIT_HARNESS_FAILURE;
   let page;
+  let secondWindowTarget;
   let artifactsDir = artifactsRoot;
   let runDir;
   try {
@@ -167,7 +168,11 @@ export async function runVsCodeTests(options = {}) {
     mkdirSync(artifactsDir, { recursive: true });
     say(`run "${runConfig.name}" (${trusted ? 'trusted' : 'untrusted'}): extension ${extensionId} at ${extensionPath}, workspace ${workspaceFolder}, run folder ${runDir}`);
 
-    const control = await startControlServer(() => page, artifactsDir, say);
+    // A second workbench window on the same folder (its own extension host, with the extension
+    // under development but no tests), which tests drive through the control server.
+    const secondWindow = createSecondWindow(() => secondWindowTarget, artifactsDir, say);
+    cleanups.push(() => secondWindow.close());
+    const control = await startControlServer(() => page, artifactsDir, say, secondWindow);
     cleanups.push(() => control.close());
 
     const port = await freePort();
@@ -250,6 +255,10 @@ export async function runVsCodeTests(options = {}) {
     ];
     const opened = workspaceFile ? `workspace=${encodeURIComponent(workspaceFile)}` : `folder=${encodeURIComponent(workspaceFolder)}`;
     const url = `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
+    secondWindowTarget = {
+      context,
+      url: `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(payload.filter(([key]) => key !== 'extensionTestsPath')))}`,
+    };
     // The time-out and a crash also interrupt a page load that hangs.
     await Promise.race([page.goto(url, { waitUntil: 'domcontentloaded', timeout: 180_000 }), outcome]);
     say('workbench opened; waiting for the extension tests');
@@ -490,7 +499,7 @@ async function workbenchProblemCounts(page) {
   return { label, errors: count('Errors'), warnings: count('Warnings'), infos: count('Infos') };
 }
 
-async function startControlServer(getPage, artifactsDir, say) {
+async function startControlServer(getPage, artifactsDir, say, secondWindow) {
   const token = Math.random().toString(36).slice(2);
   const server = createServer(async (request, response) => {
     const reply = (status, body) => {
@@ -502,6 +511,12 @@ async function startControlServer(getPage, artifactsDir, say) {
         const page = getPage();
         if (!page) return reply(409, { error: 'the workbench page is not open yet' });
         return reply(200, await workbenchProblemCounts(page));
+      }
+      const second = request.method === 'POST' && request.url.startsWith(`/${token}/second-window/`) ? request.url.slice(`/${token}/second-window/`.length) : null;
+      if (second !== null) {
+        let body = '';
+        for await (const chunk of request) body += chunk;
+        return reply(200, await secondWindow.handle(second, JSON.parse(body || '{}')));
       }
       if (request.method !== 'POST' || request.url !== `/${token}/screenshot`) return reply(404, { error: `unknown request ${request.method} ${request.url}` });
       let body = '';
@@ -524,6 +539,115 @@ async function startControlServer(getPage, artifactsDir, say) {
   return {
     url: `http://127.0.0.1:${server.address().port}/${token}`,
     close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/**
+ * A second workbench window (a second page of the same browser, so a second extension host
+ * of the same code-server) on the run's folder, for tests of what several windows show.
+ * Requests (POST /second-window/<what>, JSON body):
+ * - `open`: opens it and shows the Forge view container; resolves when its workbench is up.
+ * - `view-rows` `{ title }`: the text of each row of the side-bar view titled `title`.
+ * - `command` `{ title }`: runs a command by its palette title (F1, type, Enter).
+ * - `reload`: runs Developer: Reload Window and waits for the workbench to be back, Forge shown.
+ * - `screenshot` `{ name }`: a PNG of the window in the run's artefacts folder.
+ * - `frame-texts`: the text of every frame of the window (webviews are nested frames).
+ * - `close`.
+ */
+function createSecondWindow(getTarget, artifactsDir, say) {
+  let page;
+  const workbenchUp = async () => {
+    await page.waitForSelector('.monaco-workbench .part.activitybar', { timeout: 120_000 });
+    // The Forge view container's activity-bar entry; clicked once it is there.
+    const forge = page.locator('.part.activitybar .action-item a.action-label[aria-label^="Forge"]').first();
+    await forge.waitFor({ timeout: 60_000 });
+    const expanded = await forge.evaluate((a) => a.closest('.action-item')?.classList.contains('checked') ?? false);
+    if (!expanded) await forge.click();
+  };
+  const runCommand = async (title) => {
+    if (typeof title !== 'string' || title === '') throw new Error('command needs a palette title');
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ timeout: 30_000 });
+    await input.fill(`>${title}`);
+    // The first entry must be the command asked for, not a near match.
+    const first = page.locator('.quick-input-widget .monaco-list-row').first();
+    await first.waitFor({ timeout: 30_000 });
+    const label = ((await first.textContent()) ?? '').trim();
+    if (!label.includes(title)) throw new Error(`the palette's first entry for "${title}" is "${label}"`);
+    await input.press('Enter');
+    return label;
+  };
+  const handlers = {
+    async open() {
+      const target = getTarget();
+      if (!target) throw new Error('the first workbench window is not open yet');
+      if (page && !page.isClosed()) return { opened: false };
+      page = await target.context.newPage();
+      mkdirSync(artifactsDir, { recursive: true });
+      const consoleLog = createWriteStream(join(artifactsDir, 'second-window-console.log'));
+      page.on('console', (message) => consoleLog.write(`[${message.type()}] ${message.text()}\n`));
+      page.on('pageerror', (error) => consoleLog.write(`[pageerror] ${error.stack ?? error.message}\n`));
+      page.on('close', () => consoleLog.end());
+      await page.goto(target.url, { waitUntil: 'domcontentloaded', timeout: 180_000 });
+      await workbenchUp();
+      say('second window open');
+      return { opened: true };
+    },
+    async 'view-rows'({ title }) {
+      if (typeof title !== 'string') throw new Error('view-rows needs a view title');
+      return {
+        rows: await page.evaluate((viewTitle) => {
+          const panes = [...document.querySelectorAll('.part.sidebar .pane')];
+          // A container with one view shows no pane header: then that pane is the view.
+          const pane =
+            panes.find((p) => (p.querySelector('.pane-header')?.getAttribute('aria-label') ?? p.querySelector('.pane-header')?.textContent ?? '').toLowerCase().includes(viewTitle.toLowerCase())) ??
+            (panes.length === 1 ? panes[0] : undefined);
+          if (!pane) return null;
+          return [...pane.querySelectorAll('.monaco-list-row')].map((row) => (row.textContent ?? '').replace(/\s+/g, ' ').trim());
+        }, title),
+      };
+    },
+    async command({ title }) {
+      return { ran: await runCommand(title) };
+    },    async reload() {
+      // As a user does: Developer: Reload Window, which shuts the workbench down (saving which
+      // editors are open, and the webviews' state) before the page loads again.
+      const navigated = page.waitForEvent('framenavigated', { predicate: (frame) => frame === page.mainFrame(), timeout: 120_000 });
+      await runCommand('Developer: Reload Window');
+      await navigated;
+      await page.waitForLoadState('domcontentloaded', { timeout: 180_000 });
+      await workbenchUp();
+      return { reloaded: true };
+    },
+    async screenshot({ name }) {
+      if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$/.test(name)) throw new Error(`bad screenshot name ${JSON.stringify(name)}`);
+      const path = join(artifactsDir, `${name}.png`);
+      await page.screenshot({ path });
+      say(`screenshot saved: ${relative(repoRoot, path)}`);
+      return { path };
+    },
+    async 'frame-texts'() {
+      const texts = [];
+      for (const frame of page.frames()) {
+        const text = await frame.evaluate(() => document.body?.innerText ?? '').catch(() => null);
+        if (text) texts.push(text);
+      }
+      return { texts };
+    },
+    async close() {
+      if (page && !page.isClosed()) await page.close();
+      return { closed: true };
+    },
+  };
+  return {
+    async handle(what, body) {
+      const handler = handlers[what];
+      if (!handler) throw new Error(`unknown second-window request "${what}"`);
+      if (what !== 'open' && what !== 'close' && (!page || page.isClosed())) throw new Error('the second window is not open (POST second-window/open first)');
+      return handler(body);
+    },
+    close: () => withTimeout(handlers.close(), 15_000, 'closing the second window').catch(() => undefined),
   };
 }
 

@@ -35,6 +35,21 @@ export const vscodeTestRuns = [
     env: {},
   },
   {
+    name: 'windows',
+    description: 'trusted fresh git repository, with a second workbench window on it (several windows, one data folder)',
+    trusted: true,
+    env: {},
+    // Both windows' extension hosts must use one Forge data folder: it is given to code-server,
+    // whose environment both inherit (the tests' environment would reach only the first).
+    async setup({ runDir }) {
+      const { mkdirSync } = await import('node:fs');
+      const { join } = await import('node:path');
+      const dataDir = join(runDir, 'forge-data');
+      mkdirSync(dataDir, { recursive: true });
+      return { env: { FORGE_DATA_DIR: dataDir } };
+    },
+  },
+  {
     name: 'untrusted',
     description: 'fresh git repository opened in restricted mode (workspace not trusted)',
     trusted: false,

@@ -53,7 +53,8 @@ export function forgeTestEnvironment(): Promise<ForgeTestEnvironment> {
   holder[KEY] ??= (async () => {
     const model = await startScriptedModel();
     const opencode = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
-    const dataDir = await mkdtemp(join(tmpdir(), 'forge-vscode-data-'));
+    // A run whose windows share one data folder names it (runs.mjs); it is the run's to remove.
+    const dataDir = process.env.FORGE_DATA_DIR || (await mkdtemp(join(tmpdir(), 'forge-vscode-data-')));
     const api = await forgeApi();
     await api.setTestEnvironment({ ...opencode.env, FORGE_DATA_DIR: dataDir });
     return { model, opencode, dataDir };
@@ -70,7 +71,7 @@ export async function disposeForgeTestEnvironment(): Promise<void> {
   await (await forgeApi()).setTestEnvironment({});
   await env.model.close();
   await env.opencode.cleanup();
-  await rm(env.dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+  if (env.dataDir !== process.env.FORGE_DATA_DIR) await rm(env.dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 }
 
 /** Prints a failed test's error at once (mocha's spec reporter prints them only at the end of a long run). */

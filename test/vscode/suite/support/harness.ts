@@ -78,3 +78,21 @@ export async function requestWorkbenchProblems(): Promise<WorkbenchProblemCounts
   if (!response.ok || typeof body.label !== 'string') throw new Error(`The harness could not read the workbench's problem counts: ${body.error ?? response.statusText}`);
   return body as WorkbenchProblemCounts;
 }
+
+/**
+ * A request to the harness's second workbench window (same folder, its own extension host with
+ * the extension under development): `open`, `view-rows` `{ title }`, `command` `{ title }`, `screenshot` `{ name }`,
+ * `reload`, `frame-texts`, `close` (see `createSecondWindow` in test/vscode/run-host.mjs).
+ */
+export async function requestSecondWindow<T = Record<string, unknown>>(what: 'open' | 'view-rows' | 'command' | 'reload' | 'screenshot' | 'frame-texts' | 'close', body: Record<string, unknown> = {}): Promise<T> {
+  const { controlUrl } = harnessInfo();
+  if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it has no second window.');
+  const response = await fetch(`${controlUrl}/second-window/${what}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const reply = (await response.json()) as T & { error?: string };
+  if (!response.ok) throw new Error(`The harness's second window could not do "${what}": ${reply.error ?? response.statusText}`);
+  return reply;
+}

@@ -1,0 +1,133 @@
+// Runs in the run `windows` (runs.mjs): this window drives a loop while a second workbench
+// window on the same folder (its own extension host, same data folder) displays it live, and
+// keeps its dashboard across a reload of that window (the WebviewPanelSerializer).
+import * as assert from 'node:assert/strict';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
+import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { harnessInfo, requestSecondWindow } from '../../support/harness';
+
+const PLAN = `# Shared view
+Loop Name: shared
+
+## Note
+Create note.txt containing "shared".
+
+## Verification
+note.txt exists.
+`;
+
+function calledTools(request: { messages: unknown[] }): string[] {
+  const names: string[] = [];
+  for (const m of request.messages as { role?: string; tool_calls?: { function?: { name?: string } }[] }[]) {
+    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) if (c.function?.name) names.push(c.function.name);
+  }
+  return names;
+}
+
+async function loopRowsOfSecondWindow(): Promise<string[]> {
+  const { rows } = await requestSecondWindow<{ rows: string[] | null }>('view-rows', { title: 'Loop Explorer' });
+  return rows ?? [];
+}
+
+async function secondWindowFrameTexts(): Promise<string[]> {
+  return (await requestSecondWindow<{ texts: string[] }>('frame-texts')).texts;
+}
+
+describe('several windows on one folder: one drives the loop, the other shows it live', function () {
+  this.timeout(600_000);
+  this.bail(true);
+  reportFailuresEarly();
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const loopName = 'shared';
+  let ref: { projectId: string; name: string } | undefined;
+
+  before(async function () {
+    if (harnessInfo().host !== 'code-server') this.skip(); // the second window is the code-server harness's
+    const env = await forgeTestEnvironment();
+    assert.equal(env.dataDir, process.env.FORGE_DATA_DIR, "this run's windows share the data folder runs.mjs gives code-server");
+    // The coder waits for the test (so the loop is seen running), then writes and hands off; audits are clean.
+    env.model.setHandler(async (request): Promise<ScriptStep> => {
+      const agent = forgeAgentOf(request);
+      const called = calledTools(request);
+      if (called.includes('forge_loop_handoff')) return text('Handed off.');
+      if (agent === 'forge-code') {
+        if (!called.includes('write')) {
+          await released;
+          const worktree = (await forgeApi()).engine()!.runtime.get(ref!)!.worktreeDir!;
+          return toolCall('write', { filePath: join(worktree, 'note.txt'), content: 'shared\n' });
+        }
+        return toolCall('forge_loop_handoff', { decisions: 'Wrote note.txt.', verification: 'Read it back.', notesForAuditor: '' });
+      }
+      if (agent === 'forge-auditor') return toolCall('forge_loop_handoff', { summary: 'Done.', done: true });
+      return text('Nothing to do.');
+    });
+    // A single-folder window: the worktree is not added as a folder (that would restart this extension host).
+    await vscode.workspace.getConfiguration('forge').update('openWorktree', 'never', vscode.ConfigurationTarget.Global);
+    const planFile = join(harnessInfo().workspaceFolder, 'shared-plan.md');
+    await writeFile(planFile, PLAN);
+    await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(planFile));
+  });
+
+  after(async () => {
+    release();
+    await requestSecondWindow('close').catch(() => undefined);
+    await rm(join(harnessInfo().workspaceFolder, 'shared-plan.md'), { force: true });
+    await vscode.workspace.getConfiguration('forge').update('openWorktree', undefined, vscode.ConfigurationTarget.Global);
+    await disposeForgeTestEnvironment();
+  });
+
+  it('the second window lists the loop this window started, in its phase, without driving it', async () => {
+    const result = await vscode.commands.executeCommand<{ status: string; loop?: { projectId: string; name: string } }>('forge.executePlan', {
+      mode: 'loop',
+      model: MOCK_MODEL,
+      auditorModel: MOCK_MODEL,
+      maxIterations: 4,
+      sandbox: false,
+    });
+    assert.equal(result.status, 'started', JSON.stringify(result));
+    assert.equal(result.loop?.name, loopName);
+    ref = result.loop!;
+    const api = await forgeApi();
+    assert.equal(api.engine()!.runtime.isSupervising(ref), true, 'this window drives the loop');
+
+    await requestSecondWindow('open');
+    const row = await waitFor('the second window to list the running loop in its coding phase', async () => {
+      const rows = await loopRowsOfSecondWindow();
+      return rows.find((r) => r.includes(loopName) && /coding/.test(r));
+    }, 120_000, 500);
+    assert.match(row, /iter 1 · §1\/1/);
+    assert.equal(api.engine()!.runtime.get(ref)!.status, 'running');
+  });
+
+  it('follows the loop live to completion (no reload, no refresh command)', async () => {
+    release();
+    const api = await forgeApi();
+    await waitFor('the loop to complete in this window', () => api.engine()!.runtime.get(ref!)!.status === 'completed', 180_000, 500);
+    const row = await waitFor('the second window to show the loop as completed', async () => {
+      const rows = await loopRowsOfSecondWindow();
+      return rows.find((r) => r.includes(loopName) && /completed/.test(r));
+    }, 60_000, 500);
+    assert.doesNotMatch(row, /coding/);
+  });
+
+  it("the second window's dashboard shows the loop, and again after that window reloads", async () => {
+    await requestSecondWindow('command', { title: 'Forge: Open Dashboard' });
+    const shows = (texts: string[]) => texts.some((t) => t.includes(`loop ${loopName}`));
+    await waitFor('the dashboard of the second window to show the loop', async () => shows(await secondWindowFrameTexts()), 60_000, 500);
+    await requestSecondWindow('screenshot', { name: 'second-window-dashboard' });
+    await requestSecondWindow('reload');
+    const texts = await waitFor('the restored dashboard to show the loop after the reload', async () => {
+      const now = await secondWindowFrameTexts();
+      return shows(now) ? now : undefined;
+    }, 120_000, 500).catch(async (error: unknown) => {
+      await requestSecondWindow('screenshot', { name: 'second-window-after-reload' }).catch(() => undefined);
+      throw error;
+    });
+    assert.ok(texts.some((t) => /completed/.test(t)), 'the restored dashboard shows the loop as completed');
+    await requestSecondWindow('screenshot', { name: 'second-window-dashboard-restored' });
+  });
+});
