@@ -67,7 +67,7 @@ try {
     calibration.push(performance.now() - t);
   }
   if (!values.json) {
-    process.stdout.write(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; calibration loop (1e7 additions) ${fmt(median(calibration))} (≈ 6–10 ms on an idle core)\n`);
+    process.stdout.write(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; calibration loop (1e7 additions) ${fmt(median(calibration))} (seen 5–10 ms on an idle core of the machines here)\n`);
     process.stdout.write(`plain Node ${process.version}, ${runs} runs each (after one warm-up run)\n`);
   }
   line('Loop Explorer model, 1 000 loops (buildLoopTree)', median(measured.treeMs), 20);
