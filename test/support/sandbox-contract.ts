@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SandboxManager, type LoopSandboxRequest } from '../../src/core/sandbox/manager';
@@ -141,6 +141,7 @@ export function describeSandboxDriver(d: DriverUnderTest): void {
     });
 
     it('kills a command over the memory limit and says so', async () => {
+      const ownOomBefore = existsSync(path.join(process.cwd(), 'oom'));
       const h = await manager.start(request(uniqueLoopName('mem'), { limits: { ...SMALL_LIMITS, memoryMb: 64 } }));
       const r = await runtime.exec(h.name, 'head -c 400M /dev/zero | tail > /dev/null; exit ${PIPESTATUS[1]}', { timeoutMs: 120_000 });
       assert.equal(r.exitCode, 137, `expected SIGKILL's 137, got ${r.exitCode}: ${r.stderr}`);
@@ -148,6 +149,14 @@ export function describeSandboxDriver(d: DriverUnderTest): void {
       assert.match(r.note ?? '', /memory limit \(64 MiB\)/);
       const after = await runtime.exec(h.name, 'echo still-usable');
       assert.equal(after.stdout, 'still-usable\n');
+      // Through the shell shim, from the worktree, as opencode runs commands: the kill leaves
+      // nothing behind in the worktree (podman's conmon drops an `oom` marker file into its
+      // working folder), nor in Forge's own working folder.
+      const oc = await prepareOpencodeSandbox(h, { shimRoot: dirs.shimRoot });
+      const viaShim = spawnSync(oc.shellShimPath, ['-c', 'head -c 400M /dev/zero | tail > /dev/null'], { cwd: dirs.worktreeDir, encoding: 'utf8' });
+      assert.notEqual(viaShim.status, 0, 'the shim reports the kill');
+      assert.deepEqual(readdirSync(dirs.worktreeDir).filter((f) => f === 'oom'), [], 'no oom file in the worktree');
+      if (!ownOomBefore) assert.equal(existsSync(path.join(process.cwd(), 'oom')), false, "no oom file in Forge's working folder");
     });
 
     it('contains a fork bomb with the process limit', async () => {

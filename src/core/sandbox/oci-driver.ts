@@ -1,3 +1,6 @@
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import {
   assertValidSandboxName,
   assertValidSpec,
@@ -149,6 +152,13 @@ export interface OciRuntimeOptions {
   env?: NodeJS.ProcessEnv;
   uid?: number;
   gid?: number;
+  /**
+   * Folder the engine CLI runs in (created when missing). Podman leaves an `oom` marker file
+   * in its working folder when a command is killed over the memory limit: without this it
+   * landed in Forge's own working folder (a user's repository, for the CLI). Default: a
+   * folder under the system's temporary folder.
+   */
+  workDir?: string;
 }
 
 export class OciRuntime implements SandboxRuntime {
@@ -157,6 +167,8 @@ export class OciRuntime implements SandboxRuntime {
   private readonly env: NodeJS.ProcessEnv;
   private readonly uid: number;
   private readonly gid: number;
+  private readonly workDir: string;
+  private workDirReady = false;
   /** Out-of-memory kill counts last read per sandbox, to tell a new OOM kill from an old one. */
   private readonly oomKillsSeen = new Map<string, number>();
   private readonly worktrees = new Map<string, string>();
@@ -167,10 +179,15 @@ export class OciRuntime implements SandboxRuntime {
     this.env = options.env ?? process.env;
     this.uid = options.uid ?? process.getuid?.() ?? 0;
     this.gid = options.gid ?? process.getgid?.() ?? 0;
+    this.workDir = options.workDir ?? path.join(os.tmpdir(), 'forge-sandbox-engine');
   }
 
   private cli(args: string[], extra: { timeoutMs?: number; input?: string; keepStdinOpen?: boolean } = {}): Promise<RunResult> {
-    return runCommand(this.binary, args, { env: this.env, ...extra });
+    if (!this.workDirReady) {
+      mkdirSync(this.workDir, { recursive: true });
+      this.workDirReady = true;
+    }
+    return runCommand(this.binary, args, { env: this.env, cwd: this.workDir, ...extra });
   }
 
   async checkAvailable(): Promise<SandboxAvailability> {

@@ -16,7 +16,8 @@ export function createSandboxRuntime(driver: SandboxDriverName, options: Runtime
   switch (driver) {
     case 'docker':
     case 'podman':
-      return new OciRuntime({ engine: driver, ...(options.env ? { env: options.env } : {}) });
+      // The engine CLI works in Forge's data folder, never in the user's current folder.
+      return new OciRuntime({ engine: driver, workDir: path.join(options.dataDir, 'sandbox-engine'), ...(options.env ? { env: options.env } : {}) });
     case 'bwrap':
       return new BwrapRuntime({ stateDir: path.join(options.dataDir, 'sandboxes') });
     case 'msb':

@@ -19,7 +19,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultSettings, type ForgeSettings } from '../../../src/core/config/settings';
@@ -109,8 +109,8 @@ const cases: DriverCase[] = [
     },
     removeOutOfBand: async (name, dataDir) => {
       rmSync(path.join(dataDir, 'sandboxes', `${name}.json`));
-      // Drop its cgroup too, as a reboot would (empty between commands).
-      for (const d of await new SandboxCgroups().dirs(name)) if (existsSync(d)) rmdirSync(d);
+      // Drop its cgroup too, as a reboot would; remove() waits out the EBUSY of a command that just ended.
+      await new SandboxCgroups().remove(name);
     },
     unreachable: (dataDir, env) => {
       // The sandbox store cannot be read (its folder is a regular file): every state is unknown.
