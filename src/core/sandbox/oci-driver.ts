@@ -168,7 +168,6 @@ export class OciRuntime implements SandboxRuntime {
   private readonly uid: number;
   private readonly gid: number;
   private readonly workDir: string;
-  private workDirReady = false;
   /** Out-of-memory kill counts last read per sandbox, to tell a new OOM kill from an old one. */
   private readonly oomKillsSeen = new Map<string, number>();
   private readonly worktrees = new Map<string, string>();
@@ -183,10 +182,9 @@ export class OciRuntime implements SandboxRuntime {
   }
 
   private cli(args: string[], extra: { timeoutMs?: number; input?: string; keepStdinOpen?: boolean } = {}): Promise<RunResult> {
-    if (!this.workDirReady) {
-      mkdirSync(this.workDir, { recursive: true });
-      this.workDirReady = true;
-    }
+    // Every time: a folder removed meanwhile would make the spawn fail with an ENOENT that reads
+    // as a missing engine binary.
+    mkdirSync(this.workDir, { recursive: true });
     return runCommand(this.binary, args, { env: this.env, cwd: this.workDir, ...extra });
   }
 
