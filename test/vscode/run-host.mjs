@@ -254,11 +254,10 @@ export async function runVsCodeTests(options = {}) {
       ['skipWelcome', 'true'],
     ];
     const opened = workspaceFile ? `workspace=${encodeURIComponent(workspaceFile)}` : `folder=${encodeURIComponent(workspaceFolder)}`;
-    const url = `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
-    secondWindowTarget = {
-      context,
-      url: `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(payload.filter(([key]) => key !== 'extensionTestsPath')))}`,
-    };
+    const workbenchUrl = (entries) => `http://${authority}/?${opened}&payload=${encodeURIComponent(JSON.stringify(entries))}`;
+    const url = workbenchUrl(payload);
+    // The second window loads the extension under development but runs no tests.
+    secondWindowTarget = { context, url: workbenchUrl(payload.filter(([key]) => key !== 'extensionTestsPath')) };
     // The time-out and a crash also interrupt a page load that hangs.
     await Promise.race([page.goto(url, { waitUntil: 'domcontentloaded', timeout: 180_000 }), outcome]);
     say('workbench opened; waiting for the extension tests');
@@ -499,6 +498,27 @@ async function workbenchProblemCounts(page) {
   return { label, errors: count('Errors'), warnings: count('Warnings'), infos: count('Infos') };
 }
 
+async function readJsonBody(request) {
+  let body = '';
+  for await (const chunk of request) body += chunk;
+  return JSON.parse(body || '{}');
+}
+
+/** Why `name` cannot name a screenshot file, or null when it can. */
+function screenshotNameProblem(name) {
+  return typeof name === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$/.test(name)
+    ? null
+    : `screenshot name must be letters, digits, '.', '_' or '-' (got ${JSON.stringify(name)})`;
+}
+
+/** Saves a PNG of `page` as `<artifactsDir>/<name>.png` and returns its path. */
+async function saveScreenshot(page, artifactsDir, name, say) {
+  const path = join(artifactsDir, `${name}.png`);
+  await page.screenshot({ path });
+  say(`screenshot saved: ${relative(repoRoot, path)}`);
+  return path;
+}
+
 async function startControlServer(getPage, artifactsDir, say, secondWindow) {
   const token = Math.random().toString(36).slice(2);
   const server = createServer(async (request, response) => {
@@ -513,24 +533,14 @@ async function startControlServer(getPage, artifactsDir, say, secondWindow) {
         return reply(200, await workbenchProblemCounts(page));
       }
       const second = request.method === 'POST' && request.url.startsWith(`/${token}/second-window/`) ? request.url.slice(`/${token}/second-window/`.length) : null;
-      if (second !== null) {
-        let body = '';
-        for await (const chunk of request) body += chunk;
-        return reply(200, await secondWindow.handle(second, JSON.parse(body || '{}')));
-      }
+      if (second !== null) return reply(200, await secondWindow.handle(second, await readJsonBody(request)));
       if (request.method !== 'POST' || request.url !== `/${token}/screenshot`) return reply(404, { error: `unknown request ${request.method} ${request.url}` });
-      let body = '';
-      for await (const chunk of request) body += chunk;
-      const { name } = JSON.parse(body || '{}');
-      if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$/.test(name)) {
-        return reply(400, { error: `screenshot name must be letters, digits, '.', '_' or '-' (got ${JSON.stringify(name)})` });
-      }
+      const { name } = await readJsonBody(request);
+      const problem = screenshotNameProblem(name);
+      if (problem) return reply(400, { error: problem });
       const page = getPage();
       if (!page) return reply(409, { error: 'the workbench page is not open yet' });
-      const path = join(artifactsDir, `${name}.png`);
-      await page.screenshot({ path });
-      say(`screenshot saved: ${relative(repoRoot, path)}`);
-      return reply(200, { path });
+      return reply(200, { path: await saveScreenshot(page, artifactsDir, name, say) });
     } catch (error) {
       return reply(500, { error: error instanceof Error ? error.message : String(error) });
     }
@@ -610,7 +620,8 @@ function createSecondWindow(getTarget, artifactsDir, say) {
     },
     async command({ title }) {
       return { ran: await runCommand(title) };
-    },    async reload() {
+    },
+    async reload() {
       // As a user does: Developer: Reload Window, which shuts the workbench down (saving which
       // editors are open, and the webviews' state) before the page loads again.
       const navigated = page.waitForEvent('framenavigated', { predicate: (frame) => frame === page.mainFrame(), timeout: 120_000 });
@@ -621,11 +632,9 @@ function createSecondWindow(getTarget, artifactsDir, say) {
       return { reloaded: true };
     },
     async screenshot({ name }) {
-      if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$/.test(name)) throw new Error(`bad screenshot name ${JSON.stringify(name)}`);
-      const path = join(artifactsDir, `${name}.png`);
-      await page.screenshot({ path });
-      say(`screenshot saved: ${relative(repoRoot, path)}`);
-      return { path };
+      const problem = screenshotNameProblem(name);
+      if (problem) throw new Error(problem);
+      return { path: await saveScreenshot(page, artifactsDir, name, say) };
     },
     async 'frame-texts'() {
       const texts = [];

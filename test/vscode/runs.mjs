@@ -4,6 +4,9 @@
 // in the run `main`. Add a run here and a folder there to test another
 // configuration.
 
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
 /**
  * @typedef {object} VsCodeTestRun
  * @property {string} name
@@ -42,8 +45,6 @@ export const vscodeTestRuns = [
     // Both windows' extension hosts must use one Forge data folder: it is given to code-server,
     // whose environment both inherit (the tests' environment would reach only the first).
     async setup({ runDir }) {
-      const { mkdirSync } = await import('node:fs');
-      const { join } = await import('node:path');
       const dataDir = join(runDir, 'forge-data');
       mkdirSync(dataDir, { recursive: true });
       return { env: { FORGE_DATA_DIR: dataDir } };

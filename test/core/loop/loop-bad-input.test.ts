@@ -1,12 +1,13 @@
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { LoopRuntimeError } from '../../../src/core/loop/runtime-types';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { git } from '../../support/git-repo';
+import { processesWorkingIn } from '../../support/processes';
 import { createLoopHarness, REPO_ROOT, sessionScript, type LoopHarness } from '../../support/loop-harness';
 import { hang } from '../../support/scripted-model';
 
@@ -138,17 +139,3 @@ describe('bad input: a clear message, nothing created or lost', function () {
     assert.equal(repos.transitions.listByLoop(h.projectId, name).length, transitions);
   });
 });
-
-/** The processes whose working folder is `dir` (Linux: /proc/<pid>/cwd), as "pid command line". */
-async function processesWorkingIn(dir: string): Promise<string[]> {
-  const pids: string[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => '');
-    if (cwd === dir || cwd === `${dir} (deleted)`) {
-      const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-      pids.push(`${entry} ${cmdline.split('\0').join(' ').trim()}`);
-    }
-  }
-  return pids;
-}

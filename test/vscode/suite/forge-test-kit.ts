@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import type { ForgeExtensionApi } from '../../../src/vscode/api';
 import { writeOpencodeTestEnvironment, MOCK_MODEL, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { startScriptedModel, type ScriptedModel } from '../../support/scripted-model';
+import { startScriptedModel, type ScriptedModel, type ScriptedRequest } from '../../support/scripted-model';
 import { harnessInfo } from './support/harness';
 
 export { MOCK_MODEL };
@@ -16,6 +16,11 @@ export async function forgeApi(): Promise<ForgeExtensionApi> {
   const extension = vscode.extensions.getExtension<ForgeExtensionApi>(harnessInfo().extensionId);
   if (!extension) throw new Error(`Forge (${harnessInfo().extensionId}) is not loaded in this extension host.`);
   return extension.isActive ? extension.exports : extension.activate();
+}
+
+/** Names of the tools the model has called so far in the conversation of `request`. */
+export function calledTools(request: ScriptedRequest): string[] {
+  return request.messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.function.name) : []));
 }
 
 /** Polls `probe` until it returns a value that is not undefined/false; fails with `what` after `timeoutMs`. */

@@ -2,11 +2,12 @@
 // window on the same folder (its own extension host, same data folder) displays it live, and
 // keeps its dashboard across a reload of that window (the WebviewPanelSerializer).
 import * as assert from 'node:assert/strict';
-import { readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
+import { descendsFrom, processesWorkingIn } from '../../../../support/processes';
 import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
-import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
 import { harnessInfo, requestSecondWindow } from '../../support/harness';
 
 const PLAN = `# Shared view
@@ -18,37 +19,6 @@ Create note.txt containing "shared".
 ## Verification
 note.txt exists.
 `;
-
-function calledTools(request: { messages: unknown[] }): string[] {
-  const names: string[] = [];
-  for (const m of request.messages as { role?: string; tool_calls?: { function?: { name?: string } }[] }[]) {
-    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) if (c.function?.name) names.push(c.function.name);
-  }
-  return names;
-}
-
-/** pids of the processes whose working folder is `dir` (Linux /proc). */
-async function processesWorkingIn(dir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => '');
-    if (cwd === dir) pids.push(Number(entry));
-  }
-  return pids;
-}
-
-async function descendsFrom(pid: number, ancestor: number): Promise<boolean> {
-  for (let current = pid; current > 1; ) {
-    if (current === ancestor) return true;
-    const stat = await readFile(`/proc/${current}/stat`, 'utf8').catch(() => '');
-    // Fields after the command (which may hold spaces) in parentheses: state, then the parent's pid.
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (!Number.isInteger(parent) || parent <= 0) return false;
-    current = parent;
-  }
-  return false;
-}
 
 async function loopRowsOfSecondWindow(): Promise<string[]> {
   const { rows } = await requestSecondWindow<{ rows: string[] | null }>('view-rows', { title: 'Loop Explorer' });
@@ -129,7 +99,7 @@ describe('several windows on one folder: one drives the loop, the other shows it
     const worktree = api.engine()!.runtime.get(ref)!.worktreeDir!;
     const working = await processesWorkingIn(worktree);
     assert.ok(working.length > 0, 'the loop has an opencode server working in its worktree');
-    for (const pid of working) assert.ok(await descendsFrom(pid, process.pid), `process ${pid} in the worktree was not started by this window`);
+    for (const p of working) assert.ok(await descendsFrom(p.pid, process.pid), `process ${p.pid} (${p.command}) in the worktree was not started by this window`);
   });
 
   it('follows the loop live to completion (no reload, no refresh command)', async () => {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import type { TreeSnapshotNode } from '../../../../../src/vscode/api';
 import { forgeAgentOf, text, toolCall, type ScriptedRequest, type ScriptStep } from '../../../../support/scripted-model';
-import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
 import { harnessInfo, requestScreenshot } from '../../support/harness';
 
 const PLAN = `# Greeting
@@ -31,9 +31,6 @@ function worktreeOf(request: ScriptedRequest): string {
   if (!dir) throw new Error('The scripted model found no worktree in the prompt.');
   return dir;
 }
-
-const calledTools = (request: ScriptedRequest) =>
-  request.messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.function.name) : []));
 
 function findLoop(tree: readonly TreeSnapshotNode[], name: string): { group: string; node: TreeSnapshotNode } | undefined {
   for (const group of tree) {
