@@ -21,7 +21,9 @@ Options:
   --auditor-model P/M      audit model (default: --model)
   --variant NAME           variant of the coding model (reasoning effort, e.g.
                            high, max, minimal: see opencode models --verbose)
-  --sandbox                run agent shell commands in a sandbox
+  --sandbox                require a sandbox (refuse to start without one)
+  --no-sandbox             run unconfined (by default a loop is sandboxed
+                           where a driver works, else unconfined with a warning)
   --merge MODE             never | fast-forward | merge (default: never)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --json                   one JSON object per line
@@ -43,7 +45,8 @@ export interface RunOptions extends CommonOptions {
   model: string | null;
   auditorModel: string | null;
   variant: string | null;
-  sandbox: boolean;
+  /** true: required (--sandbox); false: off (--no-sandbox); null: the settings decide. */
+  sandbox: boolean | null;
   merge: 'never' | 'fast-forward' | 'merge' | null;
 }
 
@@ -78,6 +81,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         'auditor-model': { type: 'string' },
         variant: { type: 'string' },
         sandbox: { type: 'boolean' },
+        'no-sandbox': { type: 'boolean' },
         merge: { type: 'string' },
         'data-dir': { type: 'string' },
         json: { type: 'boolean' },
@@ -97,7 +101,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
-  const runOnly = ['name', 'max-iterations', 'model', 'auditor-model', 'variant', 'sandbox', 'merge'] as const;
+  const runOnly = ['name', 'max-iterations', 'model', 'auditor-model', 'variant', 'sandbox', 'no-sandbox', 'merge'] as const;
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
   }
@@ -142,6 +146,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
   if (typeof variant === 'string' && !VARIANT_RE.test(variant)) {
     throw new UsageError(`--variant must be a variant name such as high, max or minimal (letters, digits, "-", "_", "."), not "${variant}".`);
   }
+  if (v.sandbox === true && v['no-sandbox'] === true) throw new UsageError('--sandbox and --no-sandbox contradict each other: give one.');
   const merge = v.merge;
   if (typeof merge === 'string' && !['never', 'fast-forward', 'merge'].includes(merge)) {
     throw new UsageError(`--merge must be never, fast-forward or merge, not "${merge}".`);
@@ -152,7 +157,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     model: typeof v.model === 'string' ? v.model : null,
     auditorModel: typeof v['auditor-model'] === 'string' ? v['auditor-model'] : null,
     variant: typeof variant === 'string' ? variant : null,
-    sandbox: v.sandbox === true,
+    sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
     merge: (merge as RunOptions['merge']) ?? null,
   };
 }

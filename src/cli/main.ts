@@ -77,7 +77,7 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
       ...(cmd.model ? { model: cmd.model } : {}),
       ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
       ...(cmd.variant ? { variant: cmd.variant } : {}),
-      ...(cmd.sandbox ? { sandbox: true } : {}),
+      ...(cmd.sandbox !== null ? { sandbox: cmd.sandbox } : {}),
     });
     ref = started;
   }

@@ -35,6 +35,7 @@ import {
   type SandboxRuntime,
   type SandboxState,
 } from './sandbox';
+import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shell';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
 import { createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
@@ -199,7 +200,17 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       image: config.image,
     };
   }
+  /** An unconfined loop's agent shell lives beside the sandbox shims, never in the worktree. */
+  const hostShellDir = (loop: LoopRow) => join(shimRoot, `${sandboxPrefix}${loop.name}-host`);
   const sandboxPort: LoopSandboxPort = {
+    resolveDriver: () => resolveSandboxDriver(),
+    async prepareHost(loop) {
+      const shell = await prepareAgentHostShell({ dir: hostShellDir(loop), loopName: loop.name, basePath: baseEnv().PATH });
+      return { env: shell.env, config: shell.config };
+    },
+    async releaseHost(loop) {
+      await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
+    },
     async prepare(loop, extras, resume) {
       const config = await loopSandboxConfig(loop);
       const m = sandboxManagerFor(config.driver);

@@ -90,13 +90,19 @@ const settingSpecs = {
   },
   'forge.sandbox.enabled': {
     schema: z.boolean(),
+    default: true,
+    description:
+      'Run new loops\' agent commands in a sandbox (on by default). Where no sandbox driver works, a loop runs unconfined and Forge says so plainly; see forge.sandbox.required. The status-bar item flips this.',
+  },
+  'forge.sandbox.required': {
+    schema: z.boolean(),
     default: false,
-    description: 'Run new loops\' shell commands in a sandbox. The status-bar toggle flips this.',
+    description: 'Refuse to start a loop that cannot be sandboxed, instead of running it unconfined with a warning.',
   },
   'forge.sandbox.driver': {
     schema: z.enum(['auto', 'docker', 'podman', 'bwrap', 'msb']),
     default: 'auto' as 'auto' | 'docker' | 'podman' | 'bwrap' | 'msb',
-    description: 'Sandbox driver: auto picks the first available of docker, podman, bwrap.',
+    description: 'Sandbox driver: auto picks the first that works of bwrap (Linux, no daemon), docker, podman.',
   },
   'forge.sandbox.image': {
     schema: z.string().min(1),

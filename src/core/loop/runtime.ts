@@ -28,6 +28,7 @@ import {
   type WorktreeService,
 } from '../workspace';
 import { isProcessAlive } from '../storage/cross-process-lock';
+import { confinementRequest, decideConfinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
 import { projectIdFor } from './project';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
@@ -44,8 +45,14 @@ import { initialState, terminationStatusFor } from './state';
 import { restartState } from './transitions';
 
 export interface LoopSandboxPort {
+  /** The driver a new loop would be sandboxed with now, or why none works here. */
+  resolveDriver(): Promise<{ driver: string | null; reason: string | null }>;
   /** Creates (or resumes) the loop's sandbox and returns what the opencode server needs. */
   prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<{ env: Record<string, string>; config: Record<string, unknown> }>;
+  /** An unconfined loop's agent shell (secrets dropped, push refused): what the opencode server needs. */
+  prepareHost(loop: LoopRow): Promise<{ env: Record<string, string>; config: Record<string, unknown> }>;
+  /** Removes an ended unconfined loop's agent shell. */
+  releaseHost(loop: LoopRow): Promise<void>;
   /** Fails with a clear message when the loop's sandbox is gone. */
   check(loop: LoopRow): Promise<void>;
   release(loop: LoopRow, ended: boolean): Promise<void>;
@@ -128,6 +135,11 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         const prepared = await deps.sandbox.prepare(loop, extras, loop.iteration > 1 || (readExtras(loop).loopState.phase !== 'coding'));
         sandboxEnv = prepared.env;
         sandboxConfig = prepared.config;
+      } else if (deps.sandbox) {
+        // Unconfined: still no secret in the agent's environment and no push through git.
+        const prepared = await deps.sandbox.prepareHost(loop);
+        sandboxEnv = prepared.env;
+        sandboxConfig = prepared.config;
       }
       const baseEnv = { ...deps.opencodeEnv() };
       if (Object.keys(sandboxConfig).length > 0) {
@@ -164,6 +176,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         openAgent: openAgentFor(ref.projectId),
         releaseSandbox: async (loop, ended) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.release(loop, ended);
+          else if (ended && deps.sandbox) await deps.sandbox.releaseHost(loop);
         },
         checkSandbox: async (loop) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.check(loop);
@@ -224,8 +237,20 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
     const notices = [...(plan?.notices ?? [])];
     if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
-    const sandbox = request.sandbox ?? settings['forge.sandbox.enabled'];
-    if (sandbox && !deps.sandbox) throw new LoopRuntimeError('sandbox', 'Sandboxing was asked for, but no sandbox driver is available on this machine. Install docker, podman or bubblewrap, or run without the sandbox.');
+    // Safe by default: sandboxed wherever a driver works; unconfined only when allowed, and said.
+    const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
+    const decision = decideConfinement(
+      confinementWanted,
+      confinementWanted === 'off'
+        ? { driver: null, reason: null }
+        : deps.sandbox
+          ? await deps.sandbox.resolveDriver()
+          : { driver: null, reason: 'this Forge was built without sandbox support.' },
+    );
+    if (!decision.ok) throw new LoopRuntimeError('sandbox', decision.message);
+    const confinement = decision.confinement;
+    const sandbox = confinement.sandboxed;
+    if (!confinement.sandboxed) notices.push(unconfinedNotice(confinement));
 
     const sections = plan?.sections ?? [];
     const loopState = initialState(request.kind, sections.length);
@@ -266,7 +291,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       auditorModel,
       sandbox,
       repoDir: project.repoDir,
-      state: extras as unknown as Record<string, unknown>,
+      state: { ...(extras as unknown as Record<string, unknown>), [LOOP_CONFINEMENT_STATE_KEY]: confinement },
     });
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
     try {

@@ -1,3 +1,4 @@
+import { pushGuardEnv } from './push-guard';
 /**
  * The environment every sandboxed command starts from, whatever the driver. The host's
  * environment never leaks in: it holds the opencode server's secrets and the model
@@ -15,6 +16,9 @@ export const SANDBOX_BASE_ENV: Readonly<Record<string, string>> = {
   LANG: 'C.UTF-8',
   TERM: 'dumb',
   FORGE_SANDBOX: '1',
+  // A sandbox reaches no remote (no path outside the worktree, no network unless allowed, no
+  // credentials); the guard makes a push fail at once with network on too (push-guard.ts).
+  ...pushGuardEnv(),
 };
 
 export function describeExit(kind: 'memory-limit' | 'signal', memoryMb: number | undefined): string {

@@ -3,8 +3,13 @@ import { SANDBOX_DRIVER_NAMES, type SandboxAvailability, type SandboxDriverName 
 /** `forge.sandbox.driver`: `auto` or one driver's name. */
 export type SandboxDriverSetting = 'auto' | SandboxDriverName;
 
-/** The order `auto` tries. msb is never picked automatically: it needs hardware virtualisation. */
-export const AUTO_DRIVER_ORDER: readonly SandboxDriverName[] = ['docker', 'podman', 'bwrap'];
+/**
+ * The order `auto` tries. bubblewrap first: it needs no daemon and no image, starts in
+ * milliseconds and is what makes "sandboxed by default" cheap; the container engines follow
+ * (they need an image built first). msb is never picked automatically: it needs hardware
+ * virtualisation.
+ */
+export const AUTO_DRIVER_ORDER: readonly SandboxDriverName[] = ['bwrap', 'docker', 'podman'];
 
 export type DriverSelection =
   | { ok: true; driver: SandboxDriverName }
@@ -24,7 +29,7 @@ export function selectDriver(
     const why = AUTO_DRIVER_ORDER.map((d) => `${d}: ${probes[d]?.reason ?? 'not checked'}`).join('; ');
     return {
       ok: false,
-      reason: `No sandbox driver is available (${why}). Install Docker, Podman or bubblewrap, or turn the sandbox off for this loop.`,
+      reason: `No sandbox driver is available (${why}). Install bubblewrap (Linux), Docker or Podman, or turn the sandbox off for this loop.`,
     };
   }
   if (!(SANDBOX_DRIVER_NAMES as readonly string[]).includes(setting)) {

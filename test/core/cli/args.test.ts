@@ -24,6 +24,14 @@ describe('forge CLI arguments', () => {
     assert.equal(c.goal, 'make tests pass');
     assert.equal(c.repo, '/cwd');
     assert.equal(c.maxIterations, null);
+    assert.equal(c.sandbox, null, 'no flag: the settings decide (sandboxed where a driver works)');
+  });
+
+  it('--sandbox requires a sandbox, --no-sandbox turns it off, both together are refused', () => {
+    assert.equal((parseCli(['run', 'p.md', '--sandbox'], '/c') as { sandbox: boolean | null }).sandbox, true);
+    assert.equal((parseCli(['run', 'p.md', '--no-sandbox'], '/c') as { sandbox: boolean | null }).sandbox, false);
+    usage(['run', 'p.md', '--sandbox', '--no-sandbox'], /--sandbox and --no-sandbox contradict/);
+    usage(['status', '--no-sandbox'], /--no-sandbox applies to forge run and forge goal only/);
   });
 
   it('status, findings, cancel, restart', () => {

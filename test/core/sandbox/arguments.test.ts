@@ -40,16 +40,16 @@ describe('selectDriver', () => {
   const up = { available: true };
   const down = (reason: string) => ({ available: false, reason });
 
-  it('auto takes the first available of docker, podman, bwrap', () => {
-    assert.deepEqual(selectDriver('auto', { docker: up, podman: up, bwrap: up }), { ok: true, driver: 'docker' });
-    assert.deepEqual(selectDriver('auto', { docker: down('no daemon'), podman: up, bwrap: up }), { ok: true, driver: 'podman' });
-    assert.deepEqual(selectDriver('auto', { docker: down('x'), podman: down('y'), bwrap: up }), { ok: true, driver: 'bwrap' });
+  it('auto takes the first available of bwrap, docker, podman (no daemon, no image first)', () => {
+    assert.deepEqual(selectDriver('auto', { docker: up, podman: up, bwrap: up }), { ok: true, driver: 'bwrap' });
+    assert.deepEqual(selectDriver('auto', { bwrap: down('no userns'), docker: up, podman: up }), { ok: true, driver: 'docker' });
+    assert.deepEqual(selectDriver('auto', { bwrap: down('x'), docker: down('y'), podman: up }), { ok: true, driver: 'podman' });
   });
 
   it('auto never picks msb, and explains when nothing is available', () => {
     const r = selectDriver('auto', { docker: down('no daemon'), podman: down('not installed'), bwrap: down('no userns'), msb: up });
     assert.equal(r.ok, false);
-    assert.match(!r.ok ? r.reason : '', /docker: no daemon; podman: not installed; bwrap: no userns/);
+    assert.match(!r.ok ? r.reason : '', /bwrap: no userns; docker: no daemon; podman: not installed/);
   });
 
   it('a named driver is used only when available, with its reason otherwise', () => {
