@@ -27,6 +27,14 @@ export interface LoopPermissionOptions {
    * tool-output folder, where it saves truncated tool output for the agent to read).
    */
   opencodeDirectories?: readonly string[];
+  /**
+   * Resolves symbolic links of a path (of its longest existing part, for a file about to be
+   * made). opencode checks a file tool's path as text: a link in the worktree to a folder or
+   * file outside (`ln -s /etc x`, `ln -s /proc/self/environ y` — opencode's own environment,
+   * with its password) would pass. With this, Forge sees every file tool's request and refuses
+   * one whose real path leaves the worktree. Injected so the decision stays pure.
+   */
+  realPath?: (path: string) => string;
 }
 
 /** opencode permissions that file-editing tools (write, edit, patch, multiedit) ask for. */
@@ -34,6 +42,12 @@ const EDIT_PERMISSIONS = ['edit', 'write', 'patch', 'multiedit', 'apply_patch'];
 
 /** Subagents an auditor may start: read-only exploration only (a general subagent could edit). */
 const AUDITOR_SUBAGENTS = ['explore'];
+
+/**
+ * File tools whose path Forge checks through symbolic links: the ruleset makes opencode ask for
+ * each (instead of allowing it by text), and `decidePermissionReply` resolves the real path.
+ */
+export const LINK_CHECKED_PERMISSIONS = ['read', 'edit', 'write', 'patch', 'multiedit', 'apply_patch', 'list'];
 
 /** Permissions whose patterns are file paths (so they can be checked against the worktree). */
 const PATH_PERMISSIONS = new Set(['read', 'edit', 'write', 'patch', 'multiedit', 'apply_patch', 'list', 'glob', 'grep', 'external_directory']);
@@ -73,6 +87,8 @@ export function buildLoopPermissionRuleset(options: LoopPermissionOptions): Perm
     ]),
     // A model repeating the same call three times is stuck; a rejection tells it so, an ask would block.
     { permission: 'doom_loop', pattern: '*', action: 'deny' },
+    // File tools come to Forge, which answers at once after following symbolic links.
+    ...(options.realPath ? LINK_CHECKED_PERMISSIONS.map((permission): PermissionRule => ({ permission, pattern: '*', action: 'ask' })) : []),
   ];
   const userDenies = (options.userDenyRules ?? [])
     .filter((rule) => rule.action === 'deny' && rule.permission.length > 0 && rule.pattern.length > 0)
@@ -167,6 +183,17 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
     );
     if (outside.length > 0) {
       return { reply: 'reject', reason: `Loop sessions work only inside the worktree ${options.worktreeDir}; refused: ${outside.join(', ')}.` };
+    }
+  }
+  if (options.realPath && LINK_CHECKED_PERMISSIONS.includes(request.permission)) {
+    const real = (p: string) => options.realPath!(isAbsolute(p) ? p : resolve(options.worktreeDir, p));
+    const allowedReal = [options.worktreeDir, ...(options.opencodeDirectories ?? [])].map((dir) => real(dir));
+    const linked = patterns.filter((p) => p !== '*' && !allowedReal.some((dir) => isInsideDirectory(dir, real(stripGlob(p)))));
+    if (linked.length > 0) {
+      return {
+        reply: 'reject',
+        reason: `Loop sessions work only inside the worktree ${options.worktreeDir}; refused (a symbolic link leads outside it): ${linked.map((p) => `${p} → ${real(stripGlob(p))}`).join(', ')}.`,
+      };
     }
   }
   return { reply: 'once', reason: `allowed once inside the worktree (${request.permission}: ${patterns.join(', ')})` };

@@ -4,8 +4,13 @@ import {
   decidePermissionReply,
   denyRulesFromOpencodePermission,
   evaluateRuleset,
+  LINK_CHECKED_PERMISSIONS,
   wildcardMatch,
 } from '../../../src/core/opencode/permissions';
+import { realPathThroughLinks } from '../../../src/core/opencode/real-path';
+import fs from 'node:fs';
+import os from 'node:os';
+import nodePath from 'node:path';
 import type { PermissionRequest } from '../../../src/core/opencode/agent-client';
 
 const WT = '/data/worktrees/demo';
@@ -91,5 +96,62 @@ describe('loop permissions', () => {
       { permission: 'webfetch', pattern: '*', action: 'deny' },
     ]);
     assert.deepEqual(denyRulesFromOpencodePermission(undefined), []);
+  });
+});
+
+describe('file tools through symbolic links (real files)', () => {
+  let root: string;
+  let wt: string;
+  let outside: string;
+  before(() => {
+    root = fs.mkdtempSync(nodePath.join(os.tmpdir(), 'forge-links-'));
+    wt = nodePath.join(root, 'wt');
+    outside = nodePath.join(root, 'outside');
+    fs.mkdirSync(nodePath.join(wt, 'src'), { recursive: true });
+    fs.mkdirSync(outside);
+    fs.writeFileSync(nodePath.join(outside, 'secret.txt'), 'secret');
+    fs.symlinkSync(outside, nodePath.join(wt, 'escape-dir'));
+    fs.symlinkSync(nodePath.join(outside, 'secret.txt'), nodePath.join(wt, 'secret-link'));
+    fs.symlinkSync(nodePath.join(outside, 'not-yet.txt'), nodePath.join(wt, 'dangling'));
+    fs.symlinkSync('src', nodePath.join(wt, 'inner-link'));
+    fs.symlinkSync('loop-b', nodePath.join(wt, 'loop-a'));
+    fs.symlinkSync('loop-a', nodePath.join(wt, 'loop-b'));
+  });
+  after(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  const options = () => ({ role: 'code' as const, worktreeDir: wt, realPath: realPathThroughLinks });
+  const decide = (permission: string, pattern: string) => decidePermissionReply(ask(permission, [pattern]), options());
+
+  it('the ruleset sends file tools to Forge (ask) only when it can follow links', () => {
+    const withLinks = buildLoopPermissionRuleset(options());
+    for (const p of LINK_CHECKED_PERMISSIONS) assert.equal(evaluateRuleset(withLinks, p, 'src/a.ts'), 'ask', p);
+    assert.equal(evaluateRuleset(withLinks, 'bash', 'ls'), 'allow');
+    const without = buildLoopPermissionRuleset({ role: 'code', worktreeDir: wt });
+    assert.equal(evaluateRuleset(without, 'read', 'src/a.ts'), 'allow');
+  });
+
+  it('refuses a path whose link leads outside the worktree, for reads and writes, existing or not', () => {
+    for (const [permission, pattern] of [
+      ['edit', 'escape-dir/new.txt'],
+      ['write', `${wt}/escape-dir/secret.txt`],
+      ['read', 'secret-link'],
+      ['edit', 'dangling'],
+      ['list', 'escape-dir'],
+    ] as const) {
+      const d = decide(permission, pattern);
+      assert.equal(d.reply, 'reject', `${permission} ${pattern}`);
+      assert.match(d.reason, /symbolic link leads outside/);
+    }
+  });
+
+  it('allows paths inside, links that stay inside, and new files in real folders', () => {
+    for (const [permission, pattern] of [
+      ['edit', 'src/new.ts'],
+      ['read', 'inner-link/a.ts'],
+      ['write', 'brand/new/folder/file.txt'],
+      ['read', 'loop-a'],
+    ] as const) {
+      assert.equal(decide(permission, pattern).reply, 'once', `${permission} ${pattern}`);
+    }
   });
 });
