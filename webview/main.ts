@@ -182,7 +182,9 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
           ? h('span', { class: 'muted' }, ` ${detail.terminationReason}`)
           : null,
       h('span', { class: 'muted' }, ` · ${detail.kind} loop ${detail.key.name} · iteration ${detail.iteration}/${detail.maxIterations > 0 ? detail.maxIterations : '∞'}`),
-      detail.sandbox ? h('span', { class: 'muted' }, ' · sandboxed') : null,
+      detail.sandbox
+        ? h('span', { class: 'muted', title: detail.confinement }, ' · sandboxed')
+        : h('span', { class: 'unconfined', title: detail.confinement }, ' · ⚠ UNCONFINED: agent commands run on this machine as you'),
       h('span', { class: 'muted' }, detail.supervision === 'this-window' ? ' · driven by this window' : detail.supervision === 'elsewhere' ? ' · driven by another window or process' : ''),
     ),
     h('div', { class: 'muted' }, `Branch ${detail.branch ?? '—'}${detail.baseBranch ? ` from ${detail.baseBranch}` : ''} · models ${detail.model ?? 'default'}${detail.auditorModel && detail.auditorModel !== detail.model ? ` / auditor ${detail.auditorModel}` : ''} · started ${formatTime(detail.createdAt)}${detail.endedAt ? ` · ended ${formatTime(detail.endedAt)}` : ''}`),

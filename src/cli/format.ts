@@ -7,6 +7,7 @@ import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
 import type { LoopRow } from '../core/storage/repositories';
+import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
   if (json) {
@@ -15,8 +16,11 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
   }
   const name = e.loop.name;
   switch (e.type) {
-    case 'loop.started':
-      return [`[${name}] started`, ...e.notices.map((n) => `[${name}] note: ${n}`)].join('\n');
+    case 'loop.started': {
+      const confined = e.confinement ? `, ${describeConfinement(e.confinement)}` : '';
+      // An unconfined loop's notice is a warning, whatever else the start says.
+      return [`[${name}] started${confined}`, ...e.notices.map((n) => `[${name}] ${/\bUNCONFINED\b/.test(n) ? 'WARNING' : 'note'}: ${n}`)].join('\n');
+    }
     case 'loop.phase': {
       const section = e.sectionIndex === null ? '' : `, section ${e.sectionIndex + 1}`;
       return `[${name}] ${e.from ?? 'start'} → ${e.to} (${e.event}; iteration ${e.iteration}${section})`;
@@ -68,6 +72,7 @@ function loopSummary(engine: ForgeEngine, loop: LoopRow) {
     worktree: loop.worktreeDir,
     reason: loop.terminationReason,
     supervised: loop.status === 'running' && supervisorOf(loop).state === 'alive',
+    confinement: confinementOf(loop),
   };
 }
 
@@ -80,7 +85,8 @@ export function formatLoopList(engine: ForgeEngine, projectId: string, json: boo
     .map((r) => {
       const sec = r.sections.total > 0 ? ` section ${Math.min(r.sections.done + 1, r.sections.total)}/${r.sections.total}` : '';
       const end = r.status === 'running' ? (r.supervised ? '' : ' (no live supervisor: restart with --force)') : ` — ${r.reason}`;
-      return `${r.name.padEnd(24)} ${r.status.padEnd(9)} ${r.phase.padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${end}`;
+      const confined = r.confinement.sandboxed ? '' : '  UNCONFINED';
+      return `${r.name.padEnd(24)} ${r.status.padEnd(9)} ${r.phase.padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${confined}${end}`;
     })
     .join('\n');
 }
@@ -92,6 +98,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const lines = [
     `${s.name}: ${s.status} in ${s.phase}, iteration ${s.iteration}${s.reason ? ` (${s.reason})` : ''}`,
     `branch ${s.branch}   worktree ${s.worktree}`,
+    `confinement: ${describeConfinement(s.confinement)}${s.confinement.sandboxed ? '' : ` — ${s.confinement.detail}`}`,
     `sections ${s.sections.done}/${s.sections.total} done; open findings: ${s.openFindings.bug} bug, ${s.openFindings.warning} warning`,
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
     'transitions:',

@@ -12,7 +12,8 @@ export interface ExecutionChoices {
   /** A variant of the coding model as opencode names it (reasoning effort: "high", "minimal" …), or null for the model's default. */
   readonly variant: string | null;
   readonly maxIterations: number;
-  readonly sandbox: boolean;
+  /** true: sandbox required; false: unconfined; null: the settings decide (sandboxed where a driver works). */
+  readonly sandbox: boolean | null;
 }
 
 export interface ExecutionDefaults {
@@ -104,7 +105,7 @@ export interface ExecutionFlowDeps {
   readonly memory: ExecutionMemory;
   /** opencode's providers; starting opencode to ask costs seconds, so only called when a model is to be picked. */
   readonly catalog: () => Promise<ProviderCatalog | undefined>;
-  readonly sandboxAvailability: () => Promise<{ available: boolean; reason: string | null }>;
+  readonly sandboxAvailability: () => Promise<{ available: boolean; driver?: string | null; reason: string | null }>;
 }
 
 /**
@@ -121,7 +122,8 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     auditorModel: last.auditorModel !== undefined ? last.auditorModel : deps.defaults.auditorModel,
     variant: null,
     maxIterations: deps.defaults.maxIterations,
-    sandbox: deps.defaults.sandbox,
+    // Without a choice the settings decide at start: sandboxed where a driver works, else unconfined and said.
+    sandbox: null,
   };
   if (!deps.interactive) {
     const chosen = { ...fallback, ...Object.fromEntries(Object.entries(deps.given).filter(([, v]) => v !== undefined)) } as ExecutionChoices;
@@ -212,12 +214,17 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   if (sandbox === undefined) {
     const availability = await deps.sandboxAvailability();
     type SandboxItem = vscode.QuickPickItem & { sandbox: boolean };
+    const driver = availability.driver ? ` (${availability.driver})` : '';
     const on: SandboxItem = availability.available
-      ? { sandbox: true, label: '$(vm) Sandboxed', detail: 'Agent shell commands run in a container or bubblewrap sandbox; only the worktree is writable.' }
-      : { sandbox: true, label: '$(vm-outline) Sandboxed (unavailable)', detail: availability.reason ?? 'No sandbox driver is available.' };
-    const off: SandboxItem = { sandbox: false, label: '$(circle-slash) Not sandboxed', detail: 'Agent shell commands run on this machine, in the worktree.' };
-    const items = fallback.sandbox && availability.available ? [on, off] : [off, on];
-    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Sandbox the agents?', ignoreFocusOut: true });
+      ? { sandbox: true, label: `$(vm) Sandboxed${driver}`, detail: 'Agent commands run confined to the worktree: nothing else is writable, no secret of Forge or opencode is reachable, no push.' }
+      : { sandbox: true, label: '$(vm-outline) Sandboxed (unavailable here)', detail: `${availability.reason ?? 'No sandbox driver works here.'} Choosing this refuses to start the loop.` };
+    const off: SandboxItem = {
+      sandbox: false,
+      label: availability.available ? '$(warning) Unconfined' : '$(warning) Unconfined (no sandbox driver works here)',
+      detail: "Agent commands run on this machine as you and can write outside the worktree. Forge keeps its secrets out of their environment and refuses git push through git; only a sandbox stops a determined agent.",
+    };
+    const items = deps.defaults.sandbox && availability.available ? [on, off] : [off, on];
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Confine the agents in a sandbox?', ignoreFocusOut: true });
     if (!picked) return undefined;
     sandbox = picked.sandbox;
   }

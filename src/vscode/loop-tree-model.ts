@@ -3,6 +3,7 @@
  * aggregates, so it can be tested and benchmarked without VS Code. `loop-explorer.ts` turns
  * these nodes into TreeItems.
  */
+import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loops-repository';
 import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
 
@@ -212,7 +213,7 @@ export function buildLoopTooltip(summary: LoopSummary): string {
     );
   }
   if (loop.branch) tooltip.push(`Branch: ${loop.branch}`);
-  if (loop.sandbox) tooltip.push('Sandboxed');
+  tooltip.push(`Confinement: ${describeConfinement(confinementOf(loop))}`);
   return tooltip.join('\n');
 }
 
@@ -259,6 +260,15 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
   });
   if (loop.model) details.push({ kind: 'detail', id: id('model'), label: 'Model', description: loop.auditorModel && loop.auditorModel !== loop.model ? `${loop.model} (auditor ${loop.auditorModel})` : loop.model, icon: { id: 'hubot' } });
   if (loop.branch) details.push({ kind: 'detail', id: id('branch'), label: 'Branch', description: loop.branch, icon: { id: 'git-branch' } });
+  const confinement = confinementOf(loop);
+  details.push({
+    kind: 'detail',
+    id: id('confinement'),
+    label: 'Confinement',
+    description: confinement.sandboxed ? `sandboxed (${confinement.driver})` : 'UNCONFINED',
+    tooltip: describeConfinement(confinement) + (confinement.sandboxed ? '' : ` — ${confinement.detail}`),
+    icon: { id: confinement.sandboxed ? 'vm' : 'warning' },
+  });
   if (loop.worktreeDir) details.push({ kind: 'detail', id: id('worktree'), label: 'Worktree', description: loop.worktreeDir, tooltip: loop.worktreeDir, icon: { id: 'folder' } });
   return details;
 }

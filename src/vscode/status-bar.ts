@@ -15,23 +15,35 @@ export interface StatusBarSnapshot {
   readonly running: { readonly text: string; readonly visible: boolean; readonly command: string | undefined };
 }
 
-/** Text and tooltip of the sandbox item: a pure function of the setting and what the engine found. */
-export function sandboxItemView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean } {
+/**
+ * Text and tooltip of the sandbox item: a pure function of the setting and what the engine found.
+ * Whenever new loops would run unconfined the item says so in words and is shown as a warning.
+ */
+export function sandboxItemView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean; warning: boolean } {
+  const unconfined = "Their agents' commands run on this machine as you and can write outside the worktree; Forge keeps its secrets out of their environment and refuses git push, but only a sandbox stops a determined agent.";
+  if (!enabled) {
+    return {
+      text: '$(warning) Sandbox: off — unconfined',
+      tooltip: `New Forge loops run UNCONFINED: the sandbox is turned off (forge.sandbox.enabled). ${unconfined} Click to turn the sandbox on.`,
+      disabled: false,
+      warning: true,
+    };
+  }
   if (availability && !availability.available) {
     return {
-      text: '$(vm-outline) Sandbox: unavailable',
-      tooltip: `Forge cannot sandbox loops on this machine: ${availability.reason ?? 'no sandbox driver is available'}. New loops run without a sandbox.`,
+      text: '$(warning) Sandbox: unavailable — unconfined',
+      tooltip: `New Forge loops run UNCONFINED: Forge cannot sandbox loops on this machine: ${availability.reason ?? 'no sandbox driver is available'}. ${unconfined} Install bubblewrap (Linux), Docker or Podman, or set forge.sandbox.required to refuse unconfined loops.`,
       disabled: true,
+      warning: true,
     };
   }
   const driver = availability?.driver ? ` (${availability.driver})` : '';
-  return enabled
-    ? { text: `$(vm) Sandbox: on${driver}`, tooltip: `New Forge loops run their agents' shell commands in a sandbox${driver}. Click to turn it off.`, disabled: false }
-    : {
-        text: '$(vm-outline) Sandbox: off',
-        tooltip: `New Forge loops run their agents' shell commands on this machine, in the loop's worktree. Click to sandbox them${driver ? ` with${driver}` : ''}.${availability ? '' : ' (The sandbox driver is checked on first use.)'}`,
-        disabled: false,
-      };
+  return {
+    text: `$(vm) Sandbox: on${driver}`,
+    tooltip: `New Forge loops run their agents' commands in a sandbox${driver}: only the worktree is writable, no secret of Forge or opencode is reachable.${availability ? '' : ' (The sandbox driver is checked on first use.)'} Click to turn it off.`,
+    disabled: false,
+    warning: false,
+  };
 }
 
 export const TOGGLE_SANDBOX_COMMAND = 'forge.toggleSandbox';
@@ -79,14 +91,15 @@ export class ForgeStatusBar implements vscode.Disposable {
   }
 
   sandboxEnabled(): boolean {
-    return this.settings.isLoaded() ? this.settings.get()['forge.sandbox.enabled'] : this.settings.rawBoolean('forge.sandbox.enabled', false);
+    return this.settings.isLoaded() ? this.settings.get()['forge.sandbox.enabled'] : this.settings.rawBoolean('forge.sandbox.enabled', true);
   }
 
   render(): void {
     const view = sandboxItemView(this.sandboxEnabled(), this.availability);
     this.sandboxItem.text = view.text;
     this.sandboxItem.tooltip = view.tooltip;
-    this.sandboxItem.color = view.disabled ? new vscode.ThemeColor('disabledForeground') : undefined;
+    this.sandboxItem.color = undefined;
+    this.sandboxItem.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
 
     const running = this.model.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
     this.runningItem.text = `$(sync~spin) Forge: ${running} loop${running === 1 ? '' : 's'} running`;

@@ -4,6 +4,7 @@
 import type { LoopRow, ReviewFindingRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, TerminationReason } from './state';
+import type { Confinement } from '../sandbox/confinement';
 
 export interface StartLoopRequest {
   kind: 'plan' | 'goal';
@@ -35,7 +36,7 @@ export interface LoopRef {
 }
 
 export type LoopRuntimeEvent =
-  | { type: 'loop.started'; loop: LoopRef; notices: string[] }
+  | { type: 'loop.started'; loop: LoopRef; notices: string[]; confinement?: Confinement }
   | {
       type: 'loop.phase';
       loop: LoopRef;
@@ -100,7 +101,7 @@ export class LoopRuntimeError extends Error {
 export interface LoopRuntime {
   /** Resolves the project (repository identity) of a folder. */
   projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string }>;
-  start(request: StartLoopRequest): Promise<LoopRef & { notices: string[] }>;
+  start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }>;
   cancel(ref: LoopRef): Promise<void>;
   restart(ref: LoopRef, options?: { force?: boolean }): Promise<void>;
   get(ref: LoopRef): LoopRow | undefined;

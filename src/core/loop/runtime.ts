@@ -28,7 +28,7 @@ import {
   type WorktreeService,
 } from '../workspace';
 import { isProcessAlive } from '../storage/cross-process-lock';
-import { confinementRequest, decideConfinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
+import { confinementRequest, decideConfinement, type Confinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
 import { projectIdFor } from './project';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
@@ -206,7 +206,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     return repos.loops.reserve(projectId, base, loop);
   }
 
-  async function start(request: StartLoopRequest): Promise<LoopRef & { notices: string[] }> {
+  async function start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }> {
     if (disposed) throw new LoopRuntimeError('bad_request', 'Forge is shutting down.');
     const settings = deps.settings();
     // 1. Everything that can be wrong with the request is checked before anything is created.
@@ -336,10 +336,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       }
     }
     const sup = supervise(ref);
-    emit({ type: 'loop.started', loop: ref, notices });
+    emit({ type: 'loop.started', loop: ref, notices, confinement });
     emit({ type: 'loop.phase', loop: ref, event: 'start', from: null, to: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
     void sup.begin('start');
-    return { ...ref, notices };
+    return { ...ref, notices, confinement };
   }
 
   async function cancel(ref: LoopRef): Promise<void> {

@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { ProviderCatalog } from '../../core/opencode/agent-client';
+import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
 import type { ForgeContext } from '../forge-context';
@@ -104,13 +105,17 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
           ...(choices.model ? { model: choices.model } : {}),
           ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
           ...(choices.variant ? { variant: choices.variant } : {}),
-          sandbox: choices.sandbox,
+          ...(choices.sandbox !== null ? { sandbox: choices.sandbox } : {}),
         }),
     );
     await ctx.executionMemory.remember(choices);
     const ref = { projectId: started.projectId, name: started.name };
-    ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, sandbox ${choices.sandbox ? 'on' : 'off'})`);
-    for (const notice of started.notices) void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
+    ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, ${describeConfinement(started.confinement)})`);
+    for (const notice of started.notices) {
+      // Running unconfined is a warning, never a passing note.
+      if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(`Forge (${started.name}): ${notice}`);
+      else void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
+    }
     ctx.loops.refresh();
 
     await ctx.loops.refreshNow();

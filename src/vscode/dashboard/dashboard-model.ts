@@ -1,6 +1,7 @@
 /**
  * Builds the dashboard's state from the store. No VS Code API: the rows in, plain JSON out.
  */
+import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
 import { isPseudoFindingPath } from '../loop-tree-model';
@@ -58,6 +59,7 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
     model: loop.model,
     auditorModel: loop.auditorModel,
     sandbox: loop.sandbox,
+    confinement: describeConfinement(confinementOf(loop)),
     supervision: supervising ? 'this-window' : loop.status === 'running' && loop.supervisorId ? 'elsewhere' : 'none',
     createdAt: loop.createdAt,
     endedAt: loop.endedAt,

@@ -95,6 +95,8 @@ export interface LoopDetail {
   readonly model: string | null;
   readonly auditorModel: string | null;
   readonly sandbox: boolean;
+  /** How the loop's agent commands are confined, in words: "sandboxed (bwrap): …" or "UNCONFINED (…): …". */
+  readonly confinement: string;
   readonly supervision: 'this-window' | 'elsewhere' | 'none';
   readonly createdAt: number;
   readonly endedAt: number | null;

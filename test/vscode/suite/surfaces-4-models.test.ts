@@ -138,12 +138,19 @@ describe('findings diagnostics model', () => {
 });
 
 describe('status bar and execution flow views', () => {
-  it('says why the sandbox cannot be turned on when no driver is available', () => {
-    const view = sandboxItemView(false, { available: false, driver: null, reason: 'docker: not installed; bwrap: not installed' });
-    assert.equal(view.disabled, true);
-    assert.match(view.text, /unavailable/);
-    assert.match(view.tooltip, /docker: not installed; bwrap: not installed/);
-    assert.equal(sandboxItemView(true, { available: true, driver: 'bwrap', reason: null }).text, '$(vm) Sandbox: on (bwrap)');
+  it('says plainly when new loops would run unconfined, and why', () => {
+    const none = sandboxItemView(true, { available: false, driver: null, reason: 'docker: not installed; bwrap: not installed' });
+    assert.equal(none.disabled, true);
+    assert.equal(none.warning, true);
+    assert.match(none.text, /unavailable — unconfined/);
+    assert.match(none.tooltip, /run UNCONFINED: Forge cannot sandbox loops on this machine: docker: not installed; bwrap: not installed/);
+    const off = sandboxItemView(false, { available: true, driver: 'bwrap', reason: null });
+    assert.equal(off.warning, true);
+    assert.match(off.text, /Sandbox: off — unconfined/);
+    assert.match(off.tooltip, /run UNCONFINED: the sandbox is turned off/);
+    const on = sandboxItemView(true, { available: true, driver: 'bwrap', reason: null });
+    assert.equal(on.text, '$(vm) Sandbox: on (bwrap)');
+    assert.equal(on.warning, false);
   });
 
   it('lists recently used models first, then each provider\'s models', () => {
