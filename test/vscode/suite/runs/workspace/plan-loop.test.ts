@@ -116,7 +116,7 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
       model: MOCK_MODEL,
       auditorModel: MOCK_MODEL,
       maxIterations: 6,
-      sandbox: false,
+      // No sandbox choice: the settings decide, as for a user who accepts the defaults.
     });
     assert.equal(result.status, 'started', `Execute Plan did not start a loop: ${JSON.stringify(result)}`);
     loopName = result.loop!.name;
@@ -177,6 +177,8 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     assert.equal(found?.node.icon, 'pass-filled');
     const details = found!.node.children.map((c) => `${c.label}: ${c.description}`);
     assert.ok(details.some((d) => /^Sessions: [1-9]/.test(d)), details.join('\n'));
+    // Default settings, bwrap installed by the prerequisites: the loop was sandboxed with no choice made.
+    assert.ok(details.includes('Confinement: sandboxed (bwrap)'), details.join('\n'));
     // Phases in the order the explorer showed them (coalesced refreshes may merge a repeat, never reorder).
     const order = ['coding', 'auditing', 'final audit', 'completed'];
     const positions = order.map((p) => phasesSeen.indexOf(p));
