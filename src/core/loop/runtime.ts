@@ -246,6 +246,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         : deps.sandbox
           ? await deps.sandbox.resolveDriver()
           : { driver: null, reason: 'this Forge was built without sandbox support.' },
+      settings['forge.sandbox.driver'],
     );
     if (!decision.ok) throw new LoopRuntimeError('sandbox', decision.message);
     const confinement = decision.confinement;

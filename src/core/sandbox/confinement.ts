@@ -35,17 +35,29 @@ export function confinementRequest(explicit: boolean | undefined, settings: { en
   return settings.required ? 'required' : 'preferred';
 }
 
-/** Decides a new loop's confinement from the request and the driver the settings resolve to. */
-export function decideConfinement(request: ConfinementRequest, driver: { driver: string | null; reason: string | null }): ConfinementDecision {
+/**
+ * Decides a new loop's confinement from the request, the driver setting and the driver it
+ * resolves to. Only `auto` finding nothing working leads to an unconfined loop: a driver the
+ * user named (`forge.sandbox.driver: docker`) that does not work here refuses the start, since
+ * they configured that sandbox and would not expect to lose it to a stopped daemon.
+ */
+export function decideConfinement(
+  request: ConfinementRequest,
+  driver: { driver: string | null; reason: string | null },
+  driverSetting = 'auto',
+): ConfinementDecision {
   if (request === 'off') {
     return { ok: true, confinement: { sandboxed: false, reason: 'turned-off', detail: 'the sandbox is turned off for this loop' } };
   }
   if (driver.driver) return { ok: true, confinement: { sandboxed: true, driver: driver.driver } };
   const why = driver.reason ?? 'no sandbox driver is available';
-  if (request === 'required') {
+  if (request === 'required' || driverSetting !== 'auto') {
     return {
       ok: false,
-      message: `A sandbox was required for this loop, but none can run here: ${why} The loop was not started. Install bubblewrap (Linux), Docker or Podman, or start the loop without a sandbox.`,
+      message:
+        request === 'required'
+          ? `A sandbox was required for this loop, but none can run here: ${why} The loop was not started. Install bubblewrap (Linux), Docker or Podman, or start the loop without a sandbox.`
+          : `${why} The loop was not started: forge.sandbox.driver names this driver. Make it work, set forge.sandbox.driver to auto, or start the loop without a sandbox.`,
     };
   }
   return { ok: true, confinement: { sandboxed: false, reason: 'no-driver', detail: why } };

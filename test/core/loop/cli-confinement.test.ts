@@ -6,7 +6,8 @@
  * start (exit 7) and leaves nothing behind.
  */
 import { strict as assert } from 'node:assert';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
@@ -84,27 +85,37 @@ describe('forge run and status say how a loop is confined (real CLI, opencode, b
     assert.doesNotMatch(list.stdout, /^default-\d+\s.*UNCONFINED/m);
   });
 
-  it('no working driver: UNCONFINED with the driver\'s reason; with --sandbox the start is refused and nothing is left', async () => {
-    // msb needs hardware virtualisation and a binary this machine does not have.
-    const settings = { 'forge.sandbox.driver': 'msb' };
+  it('no working driver: UNCONFINED with the reason; --sandbox, forge.sandbox.required or a named driver that cannot run refuse to start, leaving nothing', async () => {
+    // A PATH with git, a shell and node but no bwrap, docker or podman: auto finds no driver.
+    const bin = join(work, 'no-driver-bin');
+    await mkdir(bin, { recursive: true });
+    for (const tool of ['git', 'bash', 'sh', 'env', 'node', 'cat', 'ls', 'rm', 'mkdir', 'uname']) {
+      const found = spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
+      if (found) await symlink(found, join(bin, tool)).catch(() => undefined);
+    }
+    const noDriver = { env: { PATH: bin } };
     const loop = name('nodriver');
-    const r = await runner.run(['run', planPath, '--name', loop], { settings });
+    const r = await runner.run(['run', planPath, '--name', loop], noDriver);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /started, UNCONFINED \(no sandbox driver works here\)/);
-    assert.match(r.stdout, /WARNING: This loop runs UNCONFINED because no sandbox driver works here \(The sandbox driver "msb" chosen in forge\.sandbox\.driver is not available/);
+    assert.match(r.stdout, /WARNING: This loop runs UNCONFINED because no sandbox driver works here \(No sandbox driver is available \(bwrap: bubblewrap \(bwrap\) is not installed/);
     const s = await statusJson(loop);
     assert.equal(s.confinement.sandboxed, false);
     assert.equal(s.confinement.reason, 'no-driver');
 
     const refusedName = name('required');
-    const refused = await runner.run(['run', planPath, '--name', refusedName, '--sandbox'], { settings });
+    const refused = await runner.run(['run', planPath, '--name', refusedName, '--sandbox'], noDriver);
     assert.equal(refused.code, 7, `${refused.stdout}\n${refused.stderr}`);
-    assert.match(refused.stderr, /A sandbox was required for this loop, but none can run here: The sandbox driver "msb"/);
-    const after = await runner.run(['status', refusedName]);
-    assert.notEqual(after.code, 0, 'the refused loop must not exist');
+    assert.match(refused.stderr, /A sandbox was required for this loop, but none can run here: No sandbox driver is available/);
+    assert.notEqual((await runner.run(['status', refusedName])).code, 0, 'the refused loop must not exist');
 
-    const requiredBySetting = await runner.run(['run', planPath, '--name', name('required-setting')], { settings: { ...settings, 'forge.sandbox.required': true } });
-    assert.equal(requiredBySetting.code, 7, requiredBySetting.stderr);
-    assert.match(requiredBySetting.stderr, /A sandbox was required/);
+    const bySetting = await runner.run(['run', planPath, '--name', name('required-setting')], { ...noDriver, settings: { 'forge.sandbox.required': true } });
+    assert.equal(bySetting.code, 7, bySetting.stderr);
+    assert.match(bySetting.stderr, /A sandbox was required/);
+
+    // msb needs hardware virtualisation and a binary this machine does not have.
+    const named = await runner.run(['run', planPath, '--name', name('named-driver')], { settings: { 'forge.sandbox.driver': 'msb' } });
+    assert.equal(named.code, 7, named.stderr);
+    assert.match(named.stderr, /The sandbox driver "msb" chosen in forge\.sandbox\.driver is not available.*forge\.sandbox\.driver names this driver/s);
   });
 });
