@@ -80,7 +80,8 @@ const cases: DriverCase[] = [
     removeOutOfBand: async (name, _dataDir, env) => void docker(env, 'rm', '-f', name),
     unreachable: (dataDir, env) => ({
       env: { ...env, DOCKER_HOST: `unix://${dataDir}/no-docker-here.sock` },
-      message: /The sandbox could not start, so the loop was not started: The sandbox driver "docker" chosen in forge\.sandbox\.driver is not available: docker is installed but its engine does not answer/,
+      // A driver the user named that cannot run refuses the start (never an unconfined fallback).
+      message: /The sandbox driver "docker" chosen in forge\.sandbox\.driver is not available: docker is installed but its engine does not answer.*The loop was not started: forge\.sandbox\.driver names this driver/s,
     }),
     other: 'bwrap',
   },
