@@ -124,7 +124,7 @@ export abstract class JournalReplica {
         'corrupt',
         this.files.journal,
         `Forge's journal ${this.files.journal} continues from change #${opened.baseSeq}, but the database ` +
-          `${this.files.snapshot} only holds changes up to #${this.lastSeq} (was the database file replaced by an older ` +
+          `${this.files.snapshot} only holds changes up to #${this.lastSeq} (was the database file emptied, or replaced by an older ` +
           `copy or deleted?). Forge moved the journal to ${moved} and will open the database as it is next time.`,
         { movedTo: [moved] },
       );

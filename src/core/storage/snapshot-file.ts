@@ -27,10 +27,16 @@ export function createBootstrapDatabase(sqlJs: SqlJsStatic): Database {
   return db;
 }
 
-/** The snapshot's bytes, or null when there is none. */
+/**
+ * The snapshot's bytes, or null when there is none. A zero-length file is no
+ * snapshot either (something created or emptied it before any compaction
+ * wrote one): the journal is then replayed onto the empty state, and only if
+ * it does not start at change #0 is something missing (reported by the caller).
+ */
 export function readSnapshotFile(files: DatabaseFiles): Buffer | null {
   try {
-    return fs.readFileSync(files.snapshot);
+    const bytes = fs.readFileSync(files.snapshot);
+    return bytes.length === 0 ? null : bytes;
   } catch (error) {
     const code = systemErrorCode(error);
     if (code === 'ENOENT') return null;

@@ -118,6 +118,31 @@ describe('storage: damaged and unusable files', function () {
     assert.equal(error.movedTo.length, 1);
   });
 
+  it('replays a valid journal onto an empty (zero-length) database file: an empty file is no snapshot yet', async () => {
+    const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
+    for (const key of ['a', 'b', 'c']) writeValue(db, key);
+    await db.close();
+    const journal = `${data.dbPath}.journal`;
+    const journalBytes = fs.readFileSync(journal);
+    fs.writeFileSync(data.dbPath, Buffer.alloc(0));
+
+    const warnings = collectWarnings();
+    const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning, autoCompact: false });
+    assert.deepEqual(keys(reopened), ['a', 'b', 'c'], 'every change of the journal is there');
+    assert.equal(reopened.schemaVersion(), LATEST_SCHEMA_VERSION);
+    assert.deepEqual(warnings.messages, []);
+    assert.deepEqual(movedFiles(data.dir), [], 'nothing was moved aside');
+    assert.deepEqual(fs.readFileSync(journal), journalBytes, 'the journal is kept as it was');
+    writeValue(reopened, 'd');
+    await reopened.compact();
+    await reopened.close();
+
+    const again = await openForgeDatabase({ path: data.dbPath });
+    assert.deepEqual(keys(again), ['a', 'b', 'c', 'd']);
+    await again.close();
+    assert.ok(fs.statSync(data.dbPath).size > 0, 'the compaction wrote a real snapshot');
+  });
+
   it('drops a torn journal tail (a crash mid-append) with a warning and keeps everything before it', async () => {
     const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
     for (const key of ['a', 'b', 'c']) writeValue(db, key);
