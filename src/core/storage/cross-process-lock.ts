@@ -26,6 +26,14 @@ import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './
  * The lock is only ever held inside synchronous sections (a write transaction,
  * the install step of a compaction), so waiting is a short synchronous
  * back-off (Atomics.wait) and never spans an `await`.
+ *
+ * A waiter never gives up because the machine is busy: with many processes
+ * writing to one data folder on a loaded machine, one write may wait for many
+ * others, each holding the lock briefly. It waits as long as holders come and
+ * go (every acquisition writes a new token) and fails only when one
+ * acquisition lasts longer than `stuckAfterMs` (default 120 s, thousands of
+ * times longer than a write): that holder is alive but stuck, and the error
+ * names its pid. A dead holder's lock is taken over at once.
  */
 export interface LockOwner {
   readonly pid: number;
@@ -39,8 +47,11 @@ export interface LockOwner {
 export interface CrossProcessLockOptions {
   readonly lockPath: string;
   readonly breakerPath: string;
-  /** How long acquire() waits for a live owner before failing with `locked_timeout`. */
-  readonly timeoutMs: number;
+  /**
+   * How long one acquisition by another process (the same lock token) may
+   * last before acquire() calls its holder stuck and fails with `lock_stuck`.
+   */
+  readonly stuckAfterMs: number;
   readonly onWarning: (message: string) => void;
 }
 
@@ -54,6 +65,30 @@ export interface CrossProcessLock {
 const UNPARSABLE_LOCK_GRACE_MS = 5_000;
 // Short: a write holds the lock for about one fsync, so a long sleep mostly wastes the free lock.
 const MAX_BACKOFF_MS = 4;
+// After this much waiting the lock is contended (many writers, a busy machine): poll less
+// often, so waiters do not take the CPU the holder needs to finish.
+const CONTENDED_AFTER_MS = 250;
+const MAX_CONTENDED_BACKOFF_MS = 25;
+
+/**
+ * How long the current acquisition of a lock has lasted, as one waiter sees
+ * it: the same lock file content (owner token) seen continuously since the
+ * first sighting. A different content is a new acquisition: the holders are
+ * making progress. Pure (the caller passes the clock).
+ */
+export class HolderWatch {
+  private text: string | undefined;
+  private since = 0;
+
+  /** Records a sighting of the lock file's content at `now`; returns how long that content has been held. */
+  observe(text: string, now: number): number {
+    if (text !== this.text) {
+      this.text = text;
+      this.since = now;
+    }
+    return now - this.since;
+  }
+}
 
 function readProcStat(pid: number | 'self'): { startTime: string; zombie: boolean } | undefined {
   if (process.platform !== 'linux') return undefined;
@@ -112,8 +147,12 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
+function formatSeconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
 export function createCrossProcessLock(options: CrossProcessLockOptions): CrossProcessLock {
-  const { lockPath, breakerPath, timeoutMs, onWarning } = options;
+  const { lockPath, breakerPath, stuckAfterMs, onWarning } = options;
   const ownStartTime = readProcStat('self')?.startTime ?? null;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   let heldToken: string | null = null;
@@ -200,7 +239,8 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
 
     acquire() {
       if (heldToken !== null) throw new Error(`lock ${lockPath} is already held by this connection`);
-      const deadline = Date.now() + timeoutMs;
+      const startedAt = Date.now();
+      const holderWatch = new HolderWatch();
       let backoffMs = 1;
       for (;;) {
         const owner = ownerRecord();
@@ -214,19 +254,24 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
           breakStaleLock(current.text);
           continue;
         }
-        if (Date.now() >= deadline) {
+        const now = Date.now();
+        const heldForMs = holderWatch.observe(current.text, now);
+        if (heldForMs >= stuckAfterMs) {
           const holder = parseOwner(current.text);
+          const who = holder ? `process ${holder.pid}${holder.host === os.hostname() ? '' : ` on ${holder.host}`}` : 'an unknown process';
           throw new ForgeDatabaseError(
-            'locked_timeout',
+            'lock_stuck',
             lockPath,
-            `Forge waited ${Math.round(timeoutMs / 1000)} s for the database lock ${lockPath}, held by ` +
-              `${holder ? `process ${holder.pid} on ${holder.host}` : 'an unknown process'}. ` +
-              `Another Forge window or CLI is busy with this database; try again. ` +
-              `If no other Forge process is running, delete ${lockPath}.`,
+            `Forge waited ${formatSeconds(now - startedAt)} for the database lock ${lockPath}: ${who} is alive and has held it ` +
+              `without a break for ${formatSeconds(heldForMs)}, while a write holds it for milliseconds, so that process ` +
+              `looks stuck. Stop it${holder ? ` (for example \`kill ${holder.pid}\`)` : ''} and try again; ` +
+              `Forge takes the lock over from a process that is no longer running. ` +
+              `If no Forge process is running at all, delete ${lockPath}.`,
           );
         }
         sleep(backoffMs);
-        backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+        const cap = now - startedAt >= CONTENDED_AFTER_MS ? MAX_CONTENDED_BACKOFF_MS : MAX_BACKOFF_MS;
+        backoffMs = Math.min(backoffMs * 2, cap);
       }
     },
 

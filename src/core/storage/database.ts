@@ -74,8 +74,12 @@ export interface OpenForgeDatabaseOptions extends SqlJsSource {
   readonly path: string;
   /** Recoveries that need no action (dropped torn tail, removed stale lock, failed background compaction). */
   readonly onWarning?: (message: string) => void;
-  /** How long a write waits for another process's lock. Default 15 s. */
-  readonly lockTimeoutMs?: number;
+  /**
+   * A write waits for the lock as long as other processes take turns holding
+   * it; it fails only when one live process holds it without a break for this
+   * long (stuck). Default 120 s.
+   */
+  readonly lockStuckAfterMs?: number;
   /** Journal size that triggers a compaction, at least. Default 8 MiB. */
   readonly compactAfterJournalBytes?: number;
   /**
@@ -120,7 +124,7 @@ export interface ForgeDatabase extends SqlExecutor {
   close(): Promise<void>;
 }
 
-const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
+const DEFAULT_LOCK_STUCK_AFTER_MS = 120_000;
 const DEFAULT_COMPACT_AFTER_JOURNAL_BYTES = 8 * 1024 * 1024;
 const DEFAULT_COMPACT_AT_SNAPSHOT_FRACTION = 0.25;
 class JournaledDatabase extends JournalReplica implements ForgeDatabase {
@@ -142,7 +146,7 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
     const lock = createCrossProcessLock({
       lockPath: files.lock,
       breakerPath: files.lockBreaker,
-      timeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+      stuckAfterMs: options.lockStuckAfterMs ?? DEFAULT_LOCK_STUCK_AFTER_MS,
       onWarning: warn,
     });
     super(sqlJs, files, lock, warn);

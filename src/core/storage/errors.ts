@@ -13,8 +13,8 @@ export type ForgeDatabaseErrorCode =
   | 'readonly'
   /** The database path (or a file name derived from it) exceeds the platform's limits. */
   | 'path_too_long'
-  /** Another process held the cross-process lock for longer than the lock timeout. */
-  | 'locked_timeout'
+  /** A live process held the cross-process lock without a break for far longer than any write takes (stuck). */
+  | 'lock_stuck'
   /** The database was written by a newer Forge whose schema this version does not know. */
   | 'newer_schema'
   /** A schema migration failed; the database stays at the previous version. */

@@ -272,13 +272,13 @@ describe('storage: damaged and unusable files', function () {
     assert.deepEqual(fs.readdirSync(data.dir), []);
   });
 
-  it('times out with a clear error while a live process holds the lock', async () => {
+  it('reports a live holder that keeps the lock without a break as stuck, naming its pid', async () => {
     await (await openForgeDatabase({ path: data.dbPath })).close();
-    // The test process itself plays the other process: alive, same host.
+    // The test process itself plays the other process: alive, same host, never releasing.
     fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: process.pid, host: os.hostname(), token: 'other', startTime: null }));
-    const error = await expectError(openForgeDatabase({ path: data.dbPath, lockTimeoutMs: 300 }), 'locked_timeout');
-    assert.match(error.message, new RegExp(`waited 0 s for the database lock ${escape(data.dbPath)}\\.lock, held by process ${process.pid}`));
-    assert.match(error.message, /If no other Forge process is running, delete /);
+    const error = await expectError(openForgeDatabase({ path: data.dbPath, lockStuckAfterMs: 300 }), 'lock_stuck');
+    assert.match(error.message, new RegExp(`waited 0\\.\\d s for the database lock ${escape(data.dbPath)}\\.lock: process ${process.pid} is alive and has held it without a break`));
+    assert.match(error.message, new RegExp(`kill ${process.pid}`));
     fs.unlinkSync(`${data.dbPath}.lock`);
   });
 
@@ -289,7 +289,7 @@ describe('storage: damaged and unusable files', function () {
     const deadPid = dead.process.pid!;
     fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: deadPid, host: os.hostname(), token: 'dead', startTime: null }));
     const warnings = collectWarnings();
-    const db = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning, lockTimeoutMs: 2_000 });
+    const db = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     writeValue(db, 'after-takeover');
     assert.deepEqual(keys(db), ['after-takeover']);
     await db.close();
