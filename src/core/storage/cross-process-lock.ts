@@ -16,11 +16,11 @@ import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './
  * the owner, plus the zombie state so an unreaped child counts as dead) and
  * removes a dead owner's lock.
  *
- * Removing a stale lock is itself raced: two waiters may both decide the same
- * lock is stale, and the slower one could delete the lock the faster one has
- * just created. A second O_EXCL file, the breaker, serialises removals, and the
- * remover re-reads the lock under the breaker and deletes it only if it is
- * still the same stale content. The breaker is held for microseconds; if its
+ * Taking over a stale lock is itself raced: two waiters may both decide the
+ * same lock is stale, and the slower one could replace the lock the faster one
+ * has just taken. A second O_EXCL file, the breaker, serialises takeovers, and
+ * the taker re-reads the lock under the breaker and replaces it (atomic
+ * rename of its own record) only if it is still the same stale content. The breaker is held for microseconds; if its
  * owner dies in that window the breaker is removed once its owner is dead too.
  *
  * The lock is only ever held inside synchronous sections (a write transaction,
@@ -59,6 +59,12 @@ export interface CrossProcessLock {
   acquire(): void;
   release(): void;
   readonly held: boolean;
+  /**
+   * The dead process whose lock the last acquire() removed, or null. Whatever
+   * that process left half-written (a torn journal append) is explained by its
+   * death; the same damage without a dead holder is not.
+   */
+  readonly tookOverFrom: LockOwner | null;
 }
 
 /** An unparsable lock file younger than this may be a lock being written right now. */
@@ -147,6 +153,26 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
+/**
+ * Who holds the lock at `lockPath` right now, without taking it: null when it
+ * is free. `alive` false means its holder died (the lock is stale). For
+ * connections that never write and so never take the lock.
+ */
+export function currentLockHolder(lockPath: string): { owner: LockOwner | undefined; alive: boolean } | null {
+  let text: string;
+  let mtimeMs: number;
+  try {
+    text = fs.readFileSync(lockPath, 'utf8');
+    mtimeMs = fs.statSync(lockPath).mtimeMs;
+  } catch (error) {
+    if (systemErrorCode(error) === 'ENOENT') return null;
+    throw describeFileSystemError(error, lockPath, 'read the lock file') ?? error;
+  }
+  const owner = parseOwner(text);
+  if (owner === undefined) return { owner, alive: Date.now() - mtimeMs <= UNPARSABLE_LOCK_GRACE_MS };
+  return { owner, alive: isLockOwnerAlive(owner) };
+}
+
 function formatSeconds(ms: number): string {
   return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
 }
@@ -156,6 +182,7 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
   const ownStartTime = readProcStat('self')?.startTime ?? null;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   let heldToken: string | null = null;
+  let tookOverFrom: LockOwner | null = null;
 
   const sleep = (ms: number): void => {
     Atomics.wait(sleepCell, 0, 0, ms);
@@ -211,22 +238,42 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
     }
   };
 
-  /** Removes the lock if it still holds `staleText`; serialised by the breaker file. */
-  const breakStaleLock = (staleText: string): void => {
+  /**
+   * Takes the lock over if it still holds `staleText`, serialised by the
+   * breaker file: our owner record replaces the stale one by an atomic rename,
+   * so no other waiter can slip in between the dead holder and us (whoever
+   * holds the lock next must be the one who knows the holder died). Returns
+   * our record when we now hold the lock.
+   */
+  const takeOverStaleLock = (staleText: string): LockOwner | undefined => {
     if (!tryCreate(breakerPath, ownerRecord())) {
       const breaker = readLock(breakerPath);
       if (breaker !== undefined && isStale(breaker)) unlinkIfPresent(breakerPath);
-      return; // retry on the next round
+      return undefined; // retry on the next round
     }
     try {
       const current = readLock(lockPath);
       if (current !== undefined && current.text === staleText) {
-        unlinkIfPresent(lockPath);
+        const mine = ownerRecord();
+        const temp = `${lockPath}.takeover-${mine.token}`;
+        try {
+          fs.writeFileSync(temp, JSON.stringify(mine), { flag: 'wx' });
+          fs.renameSync(temp, lockPath);
+        } catch (error) {
+          try {
+            fs.unlinkSync(temp);
+          } catch {
+            // never created
+          }
+          throw describeFileSystemError(error, lockPath, 'take over the lock file') ?? error;
+        }
         const owner = parseOwner(staleText);
         onWarning(
           `Forge removed the lock ${lockPath} left by ${owner ? `process ${owner.pid}, which is no longer running` : 'a process that died while creating it'}.`,
         );
+        return mine;
       }
+      return undefined;
     } finally {
       unlinkIfPresent(breakerPath);
     }
@@ -237,8 +284,13 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
       return heldToken !== null;
     },
 
+    get tookOverFrom() {
+      return tookOverFrom;
+    },
+
     acquire() {
       if (heldToken !== null) throw new Error(`lock ${lockPath} is already held by this connection`);
+      tookOverFrom = null;
       const startedAt = Date.now();
       const holderWatch = new HolderWatch();
       let backoffMs = 1;
@@ -251,7 +303,12 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
         const current = readLock(lockPath);
         if (current === undefined) continue; // released between our attempts: retry at once
         if (isStale(current)) {
-          breakStaleLock(current.text);
+          const mine = takeOverStaleLock(current.text);
+          if (mine !== undefined) {
+            heldToken = mine.token;
+            tookOverFrom = parseOwner(current.text) ?? null; // unparsable: it died creating the lock, before any write
+            return;
+          }
           continue;
         }
         const now = Date.now();

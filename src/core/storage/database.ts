@@ -5,12 +5,13 @@ import type { SqlJsStatic } from 'sql.js';
 import { createCrossProcessLock } from './cross-process-lock';
 import { assertDatabasePathFits, databaseFiles, tempFilePath, type DatabaseFiles } from './database-files';
 import { errorMessage, fsyncDirectory, readRange, unlinkQuietly, writeAll, writeFileDurably } from './durable-io';
-import { ForgeDatabaseError, describeFileSystemError } from './errors';
+import { ForgeDatabaseError, describeFileSystemError, newerSchemaError } from './errors';
 import { findRecordAfter } from './journal-file';
 import { JOURNAL_HEADER_BYTES, encodeRecord, encodeStatements, type JournalStatement } from './journal-format';
 import { JournalReplica } from './journal-replica';
 import { FORGE_MIGRATIONS, type Migration } from './migrations';
 import type { RunResult, SqlExecutor, SqlParam, SqlRow } from './sql-executor';
+import { ReadOnlyDatabase } from './read-only-database';
 import { loadSqlJs, type SqlJsSource } from './sqljs-loader';
 import { isThenable, normaliseParams } from './statement-params';
 
@@ -94,6 +95,12 @@ export interface OpenForgeDatabaseOptions extends SqlJsSource {
   readonly migrations?: readonly Migration[];
   /** Clock for `migrations.applied_at`. Default Date.now. */
   readonly now?: () => number;
+  /**
+   * For commands that only read (forge status, forge findings): never change
+   * a file (no lock, repair, compaction or migration on disk); report what
+   * cannot be read instead of repairing it. Writes fail. Default false.
+   */
+  readonly readOnly?: boolean;
 }
 
 export interface DatabaseDiagnostics {
@@ -272,12 +279,7 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
     const known = new Set(migrations.map((m) => m.id));
     const unknown = [...applied].filter((id) => !known.has(id));
     if (unknown.length > 0) {
-      throw new ForgeDatabaseError(
-        'newer_schema',
-        this.path,
-        `The database ${this.path} was updated by a newer version of Forge (schema changes ${unknown.join(', ')} ` +
-          `are unknown to this version). Update Forge in every VS Code window and the CLI to the latest version.`,
-      );
+      throw newerSchemaError(this.path, unknown);
     }
     for (const migration of migrations) {
       if (applied.has(migration.id)) continue;
@@ -475,6 +477,20 @@ export async function openForgeDatabase(options: OpenForgeDatabaseOptions): Prom
   const files = databaseFiles(options.path);
   assertDatabasePathFits(files.snapshot);
   const sqlJs = await loadSqlJs(options);
+  if (options.readOnly === true) {
+    const readOnly = new ReadOnlyDatabase(sqlJs, files, {
+      warn: options.onWarning ?? ((message: string) => process.emitWarning(message, 'ForgeDatabaseWarning')),
+      migrations: options.migrations ?? FORGE_MIGRATIONS,
+      now: options.now ?? Date.now,
+    });
+    try {
+      readOnly.open();
+    } catch (error) {
+      await readOnly.close();
+      throw error;
+    }
+    return readOnly;
+  }
   try {
     fs.mkdirSync(files.directory, { recursive: true });
   } catch (error) {

@@ -49,6 +49,16 @@ export class ForgeDatabaseError extends Error {
   }
 }
 
+/** The database holds schema changes this Forge does not know (`unknownIds`). */
+export function newerSchemaError(databasePath: string, unknownIds: readonly number[]): ForgeDatabaseError {
+  return new ForgeDatabaseError(
+    'newer_schema',
+    databasePath,
+    `The database ${databasePath} was updated by a newer version of Forge (schema changes ${unknownIds.join(', ')} ` +
+      `are unknown to this version). Update Forge in every VS Code window and the CLI to the latest version.`,
+  );
+}
+
 export function isForgeDatabaseError(
   error: unknown,
   code?: ForgeDatabaseErrorCode,

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { tempFilePath, type DatabaseFiles } from './database-files';
 import { fsyncDirectory, readRange, unlinkQuietly, writeFileDurablySync } from './durable-io';
 import { describeFileSystemError, systemErrorCode } from './errors';
-import { JOURNAL_HEADER_BYTES, decodeJournalHeader, encodeJournalHeader, readRecordAt } from './journal-format';
+import { JOURNAL_HEADER_BYTES, decodeJournalHeader, encodeJournalHeader, peekRecordHeader, readRecordAt } from './journal-format';
 
 /*
  * The journal file `forge.db.journal` as a connection sees it: an open
@@ -27,11 +27,11 @@ export interface PendingRecord {
   readonly payload: Uint8Array;
 }
 
-/** Opens the journal at its path and checks its header. Never modifies anything. */
-export function tryOpenJournal(files: DatabaseFiles): JournalHandle | 'missing' | string {
+/** Opens the journal at its path (`'r'`: for reading only) and checks its header. Never modifies anything. */
+export function tryOpenJournal(files: DatabaseFiles, flags: 'r' | 'r+' = 'r+'): JournalHandle | 'missing' | string {
   let fd: number;
   try {
-    fd = fs.openSync(files.journal, 'r+');
+    fd = fs.openSync(files.journal, flags);
   } catch (error) {
     if (systemErrorCode(error) === 'ENOENT') return 'missing';
     throw describeFileSystemError(error, files.journal, 'open') ?? error;
@@ -120,4 +120,42 @@ export function scanJournalBytes(bytes: Uint8Array, fileOffset: number, fileSeq:
     fileSeq = result.seq;
     position = result.end;
   }
+}
+
+/** The bytes at the end of a journal that are not a readable change record. */
+export interface UnreadTail {
+  /** File offset of the first unreadable byte (just past the last readable record). */
+  readonly offset: number;
+  readonly bytes: number;
+  /** The change those bytes begin, when its record header is there. */
+  readonly seq: number | undefined;
+  /** How many bytes that change's record needs, when its header says. */
+  readonly recordBytes: number | undefined;
+}
+
+/** Describes `bytes[position..]`, which start at file offset `fileOffset + position`. Pure. */
+export function describeUnreadTail(bytes: Uint8Array, position: number, fileOffset: number): UnreadTail {
+  const header = peekRecordHeader(bytes, position);
+  return { offset: fileOffset + position, bytes: bytes.length - position, seq: header?.seq, recordBytes: header?.totalBytes };
+}
+
+/** "the last 1234 bytes, from byte 5678 on, are not a complete change: change #12 needs 2000 bytes". */
+export function unreadTailText(tail: UnreadTail): string {
+  const what =
+    tail.seq !== undefined && tail.recordBytes !== undefined && tail.recordBytes > tail.bytes
+      ? `they are the first ${tail.bytes} of the ${tail.recordBytes} bytes of change #${tail.seq}`
+      : tail.seq !== undefined
+        ? `they hold change #${tail.seq}, whose checksum does not match`
+        : 'they are not a change record';
+  return `the last ${tail.bytes} bytes of the journal, from byte ${tail.offset} on, cannot be read (${what})`;
+}
+
+/** What an unread tail means for the data when no process died writing it: acknowledged changes are gone. */
+export function lostChangesText(tail: UnreadTail, lastGoodSeq: number): string {
+  const first = tail.seq ?? lastGoodSeq + 1;
+  return (
+    `change #${first} and any change after it are lost from the database (how many followed cannot be known: ` +
+    `the journal ends there), so loops they changed may show an older state, for example a loop that completed ` +
+    `shown as still running`
+  );
 }

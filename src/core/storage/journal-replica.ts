@@ -5,7 +5,16 @@ import { isProcessAlive, type CrossProcessLock } from './cross-process-lock';
 import { tempFileOwnerPid, type DatabaseFiles } from './database-files';
 import { errorMessage, moveAside, readRange, unlinkQuietly } from './durable-io';
 import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './errors';
-import { installJournal, scanJournalBytes, tryOpenJournal, type JournalHandle, type PendingRecord } from './journal-file';
+import {
+  describeUnreadTail,
+  installJournal,
+  lostChangesText,
+  scanJournalBytes,
+  tryOpenJournal,
+  unreadTailText,
+  type JournalHandle,
+  type PendingRecord,
+} from './journal-file';
 import { decodeStatements, hasValidRecordAfter } from './journal-format';
 import { SqlJsConnection } from './sqljs-connection';
 import { createBootstrapDatabase, moveDamagedSnapshotAside, openSnapshot, readSnapshotFile, writeSnapshotSync } from './snapshot-file';
@@ -29,10 +38,49 @@ import { createBootstrapDatabase, moveDamagedSnapshotAside, openSnapshot, readSn
  */
 
 /** Damage found while reading the journal; handled by the lock holder. */
-class JournalDamage extends Error {}
+class JournalDamage extends Error {
+  constructor(
+    message: string,
+    /** What the damage cost, when more is known than "the changes after it are in the moved file". */
+    readonly lost?: string,
+  ) {
+    super(message);
+  }
+}
 
 /** A reader hit something only the lock holder may resolve (replaced journal it lags behind, damage, shrink). */
 const NEEDS_LOCK = 'needs-lock';
+
+/**
+ * Applies journal records to `sql` in one SQLite transaction (with the new
+ * `last_seq`), so readers never observe half of a batch.
+ */
+export function applyRecordsTo(sql: SqlJsConnection, records: readonly PendingRecord[], journalPath: string): void {
+  if (records.length === 0) return;
+  const last = records[records.length - 1]!;
+  let current: PendingRecord | undefined;
+  sql.setWritable(true);
+  sql.execSimple('BEGIN');
+  try {
+    for (current of records) {
+      for (const [statement, params] of decodeStatements(current.payload)) sql.execRun(statement, params);
+    }
+    sql.execRun(`UPDATE forge_meta SET value = ? WHERE key = 'last_seq'`, [last.seq]);
+    sql.execSimple('COMMIT');
+  } catch (error) {
+    sql.rollbackQuietly();
+    throw new ForgeDatabaseError(
+      'replay_failed',
+      journalPath,
+      `Forge could not apply change #${current?.seq ?? '?'} from ${journalPath}: ${errorMessage(error)}. ` +
+        `This happens when Forge versions with different database schemas share the data folder; update Forge in ` +
+        `every VS Code window and the CLI to the same version.`,
+      { cause: error },
+    );
+  } finally {
+    sql.setWritable(false);
+  }
+}
 
 export abstract class JournalReplica {
   protected readonly sql: SqlJsConnection;
@@ -166,7 +214,7 @@ export abstract class JournalReplica {
     try {
       this.catchUp(true);
     } catch (error) {
-      if (error instanceof JournalDamage) this.handleJournalDamageLocked(error.message);
+      if (error instanceof JournalDamage) this.handleJournalDamageLocked(error.message, error.lost);
       throw error;
     }
   }
@@ -254,43 +302,34 @@ export abstract class JournalReplica {
     if (stop.kind === 'invalid' && hasValidRecordAfter(bytes, position)) {
       throw new JournalDamage(`${stop.reason} at byte ${journal.offset}, with valid records after it`);
     }
-    // A torn tail: a process stopped in the middle of an append, before it
-    // acknowledged the write. Drop it so our own append lands after a valid record.
+    const tail = describeUnreadTail(bytes, position, journal.offset - position);
+    const diedWriting = this.lock.tookOverFrom;
+    if (diedWriting === null) {
+      // Nobody died holding the lock, so no append was interrupted: the file
+      // lost bytes after they were acknowledged (cut short, a partial copy or
+      // restore, a disk fault). Keep the file, and say what is lost.
+      throw new JournalDamage(
+        `${unreadTailText(tail)}, and no Forge process died while writing it (the lock was free)`,
+        lostChangesText(tail, this.lastSeq),
+      );
+    }
+    // A torn tail: the process that held the lock died in the middle of an
+    // append, before it acknowledged the write. Drop it so our own append
+    // lands after a valid record.
     fs.ftruncateSync(journal.fd, journal.offset);
     fs.fdatasyncSync(journal.fd);
     this.warn(
-      `Forge dropped ${bytes.length - position} bytes of an unfinished write at the end of ${this.files.journal} ` +
-        `(${stop.reason}); a process stopped while writing. No acknowledged change was lost.`,
+      `Forge dropped an unfinished write at the end of ${this.files.journal}: ${unreadTailText(tail)}. ` +
+        `Process ${diedWriting.pid} died while writing it (it still held the lock), so that change was never ` +
+        `acknowledged. No acknowledged change was lost.`,
     );
   }
 
   /** Applies complete records in one SQLite transaction, so readers never observe half of a batch. */
   protected applyRecords(records: readonly PendingRecord[]): void {
     if (records.length === 0) return;
-    const last = records[records.length - 1]!;
-    let current: PendingRecord | undefined;
-    this.sql.setWritable(true);
-    this.sql.execSimple('BEGIN');
-    try {
-      for (current of records) {
-        for (const [sql, params] of decodeStatements(current.payload)) this.sql.execRun(sql, params);
-      }
-      this.sql.execRun(`UPDATE forge_meta SET value = ? WHERE key = 'last_seq'`, [last.seq]);
-      this.sql.execSimple('COMMIT');
-    } catch (error) {
-      this.sql.rollbackQuietly();
-      throw new ForgeDatabaseError(
-        'replay_failed',
-        this.files.journal,
-        `Forge could not apply change #${current?.seq ?? '?'} from ${this.files.journal}: ${errorMessage(error)}. ` +
-          `This happens when Forge versions with different database schemas share the data folder; update Forge in ` +
-          `every VS Code window and the CLI to the same version.`,
-        { cause: error },
-      );
-    } finally {
-      this.sql.setWritable(false);
-    }
-    this.lastSeq = last.seq;
+    applyRecordsTo(this.sql, records, this.files.journal);
+    this.lastSeq = records[records.length - 1]!.seq;
   }
 
   protected journalMissingLocked(): void {
@@ -307,16 +346,20 @@ export abstract class JournalReplica {
    * keep that in a fresh snapshot, move the journal aside (never delete it)
    * and report. The connection stays consistent and usable.
    */
-  protected handleJournalDamageLocked(reason: string): never {
+  protected handleJournalDamageLocked(reason: string, lost?: string): never {
     this.writeSnapshotSyncLocked();
     const moved = moveAside(this.files.journal, this.files.directory);
     this.replaceJournalLocked(this.lastSeq, Buffer.alloc(0));
+    const cost =
+      lost === undefined
+        ? `changes after the damage are only in that moved file`
+        : `${lost}. The moved file keeps the unreadable bytes as they were`;
     throw new ForgeDatabaseError(
       'corrupt',
       this.files.journal,
       `Forge found damage in its journal ${this.files.journal}: ${reason}. Forge kept every change before the damage ` +
-        `(up to change #${this.lastSeq}) in ${this.files.snapshot} and moved the journal to ${moved}; changes after the ` +
-        `damage are only in that moved file. Forge will open normally next time; keep the moved file if you need to investigate.`,
+        `(up to change #${this.lastSeq}) in ${this.files.snapshot} and moved the journal to ${moved}; ${cost}. ` +
+        `Forge will open normally next time; keep the moved file if you need to investigate.`,
       { movedTo: [moved] },
     );
   }

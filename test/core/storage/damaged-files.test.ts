@@ -151,20 +151,71 @@ describe('storage: damaged and unusable files', function () {
     const records = recordOffsets(journal);
     const last = records[records.length - 1]!;
     fs.truncateSync(journal, last.end - 7); // the last record lost its checksum and some payload
+    // What a crash mid-append leaves: the writer's lock, held by a process that is gone.
+    const dead = spawnStorageChild('storage-worker.ts', ['no-such-mode']);
+    await dead.exited;
+    fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: dead.process.pid, host: os.hostname(), token: 'dead', startTime: null }));
 
     const warnings = collectWarnings();
     const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     assert.deepEqual(keys(reopened), ['a', 'b']);
-    assert.equal(warnings.messages.length, 1);
-    assert.match(warnings.messages[0]!, new RegExp(`unfinished write at the end of ${escape(journal)}.*No acknowledged change was lost`));
+    assert.equal(warnings.messages.length, 2, warnings.messages.join('\n'));
+    assert.match(warnings.messages[0]!, /removed the lock/);
+    assert.match(
+      warnings.messages[1]!,
+      new RegExp(
+        `unfinished write at the end of ${escape(journal)}: the last ${last.end - 7 - last.start} bytes of the journal, ` +
+          `from byte ${last.start} on, cannot be read .*Process ${dead.process.pid} died while writing it.*No acknowledged change was lost`,
+      ),
+    );
     assert.equal(fs.statSync(journal).size, last.start, 'the torn bytes were cut off');
     writeValue(reopened, 'd'); // appends after the last valid record
     await reopened.close();
 
     const again = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     assert.deepEqual(keys(again), ['a', 'b', 'd']);
-    assert.equal(warnings.messages.length, 1, 'no new warning');
+    assert.equal(warnings.messages.length, 2, 'no new warning');
     await again.close();
+  });
+
+  it('a journal cut short with no writer dying is damage: read-write open keeps the good changes, keeps the cut file and names what is lost', async () => {
+    await databaseWithCompactedSnapshot(['a']);
+    const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
+    const written = ['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
+    for (const key of written) writeValue(db, key);
+    const lastSeqBefore = db.diagnostics().lastSeq;
+    await db.close();
+    const journal = `${data.dbPath}.journal`;
+    const records = recordOffsets(journal);
+    assert.equal(records.length, written.length);
+    const cutRecord = records[4]!; // 'f': 'b'..'e' stay whole
+    const cutAt = cutRecord.start + Math.floor((cutRecord.end - cutRecord.start) / 2);
+    fs.truncateSync(journal, cutAt);
+    const cut = fs.readFileSync(journal);
+    const firstLost = lastSeqBefore - written.length + 5;
+
+    const warnings = collectWarnings();
+    const error = await expectError(openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning }), 'corrupt');
+    assert.match(
+      error.message,
+      new RegExp(
+        `damage in its journal ${escape(journal)}: the last ${cutAt - cutRecord.start} bytes of the journal, from byte ` +
+          `${cutRecord.start} on, cannot be read \\(they are the first ${cutAt - cutRecord.start} of the ` +
+          `${cutRecord.end - cutRecord.start} bytes of change #${firstLost}\\), and no Forge process died while writing it`,
+      ),
+    );
+    assert.match(error.message, new RegExp(`kept every change before the damage \\(up to change #${firstLost - 1}\\)`));
+    assert.match(error.message, new RegExp(`change #${firstLost} and any change after it are lost from the database`));
+    assert.match(error.message, /loops they changed may show an older state/);
+    assert.doesNotMatch(error.message, /No acknowledged change was lost/);
+    assert.deepEqual(warnings.messages, []);
+    assert.equal(error.movedTo.length, 1);
+    assert.deepEqual(fs.readFileSync(error.movedTo[0]!), cut, 'the cut journal is kept byte for byte, unread tail included');
+
+    const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
+    assert.deepEqual(keys(reopened), ['a', 'b', 'c', 'd', 'e']);
+    await reopened.close();
+    assert.deepEqual(warnings.messages, [], 'opens normally next time');
   });
 
   it('treats a journal truncated into its header as damaged: moved aside, snapshot kept', async () => {
