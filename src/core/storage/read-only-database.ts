@@ -244,6 +244,8 @@ export class ReadOnlyDatabase implements ForgeDatabase {
     }
     const holder = currentLockHolder(this.files.lock);
     if (holder?.alive === true) return; // a write being appended right now: read it at the next look
+    // The writer may have finished (and released the lock) between our read and our look at the lock.
+    if (fs.fstatSync(journal.fd).size !== size) return;
     const tail = describeUnreadTail(bytes, position, start);
     if (holder !== null && holder.owner !== undefined) {
       this.report(

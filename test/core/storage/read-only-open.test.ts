@@ -126,6 +126,26 @@ describe('storage: read-only open', function () {
     assert.deepEqual(folderContents(data.dir), before);
   });
 
+  it('of a journal a live writer is appending to right now: reads what is complete, reports nothing, then sees the rest', async () => {
+    const records = await databaseWithJournal(['b', 'c']);
+    const journal = `${data.dbPath}.journal`;
+    const full = fs.readFileSync(journal);
+    const last = records[1]!;
+    const half = last.start + Math.floor((last.end - last.start) / 2);
+    fs.truncateSync(journal, half); // the append of 'c' is half written...
+    // ...by a live process holding the lock (the test process plays it).
+    fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: process.pid, host: os.hostname(), token: 'writing', startTime: null }));
+
+    const warnings = collectWarnings();
+    const db = await openForgeDatabase({ path: data.dbPath, readOnly: true, onWarning: warnings.onWarning });
+    assert.deepEqual(keys(db), ['a', 'b']);
+    fs.appendFileSync(journal, full.subarray(half)); // the append completes
+    fs.unlinkSync(`${data.dbPath}.lock`); // and the writer releases the lock
+    assert.deepEqual(keys(db), ['a', 'b', 'c']);
+    await db.close();
+    assert.deepEqual(warnings.messages, [], 'an append in progress is no damage');
+  });
+
   it('of a damaged snapshot: a clear error, and the file stays where it is', async () => {
     await databaseWithJournal(['b']);
     fs.writeFileSync(data.dbPath, Buffer.from('not a database '.repeat(20)));
