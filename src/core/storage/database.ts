@@ -146,6 +146,8 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
   private compaction: Promise<void> | null = null;
   private compactionTimer: NodeJS.Immediate | null = null;
   private closed = false;
+  /** Whether this connection has committed a change (only then does close() compact). */
+  private wrote = false;
   private readonly tx: SqlExecutor;
 
   constructor(sqlJs: SqlJsStatic, files: DatabaseFiles, options: OpenForgeDatabaseOptions) {
@@ -242,8 +244,10 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
     }
     if (this.compaction !== null) await this.compaction.catch(() => undefined);
     // Leave a short journal behind so the next open replays little; a tiny
-    // journal is not worth an O(size) snapshot at every shutdown.
-    if (this.autoCompact && this.currentJournal().offset - JOURNAL_HEADER_BYTES >= this.compactionThreshold() / 4) {
+    // journal is not worth an O(size) snapshot at every shutdown. Only a
+    // connection that wrote does it: one that only read (a VS Code window that
+    // just looked) leaves the files as it found them.
+    if (this.autoCompact && this.wrote && this.currentJournal().offset - JOURNAL_HEADER_BYTES >= this.compactionThreshold() / 4) {
       await this.compact().catch((error: unknown) => this.warn(`Forge could not compact ${this.path} at close: ${errorMessage(error)}`));
     }
     this.closed = true;
@@ -335,6 +339,7 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
         this.sql.execSimple('COMMIT');
         this.sqlTransactionOpen = false;
         this.lastSeq = seq;
+        this.wrote = true;
       } catch {
         // The record is on disk but sql.js failed to commit it (out of memory):
         // rebuild from disk, which applies it, so memory matches what was acknowledged.
@@ -393,7 +398,7 @@ class JournaledDatabase extends JournalReplica implements ForgeDatabase {
   }
 
   private scheduleCompactionIfDue(): void {
-    if (!this.autoCompact || this.closed || this.compaction !== null || this.compactionTimer !== null || this.journal === null) return;
+    if (!this.autoCompact || !this.wrote || this.closed || this.compaction !== null || this.compactionTimer !== null || this.journal === null) return;
     if (this.journal.offset - JOURNAL_HEADER_BYTES < this.compactionThreshold()) return;
     this.compactionTimer = setImmediate(() => {
       this.compactionTimer = null;

@@ -188,4 +188,27 @@ describe('storage: read-only open', function () {
     await writer.close();
     await reader.close();
   });
+
+  it('a read-write connection that only read leaves the files as it found them at close (no compaction)', async () => {
+    await databaseWithJournal(['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
+    const before = folderContents(data.dir);
+    // A journal well past a quarter of this threshold: a connection that wrote would compact at close.
+    const looker = await openForgeDatabase({ path: data.dbPath, compactAfterJournalBytes: 64, compactAtSnapshotFraction: 0 });
+    assert.deepEqual(keys(looker), ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
+    await looker.close();
+    assert.deepEqual(folderContents(data.dir), before);
+
+    const writer = await openForgeDatabase({ path: data.dbPath, compactAfterJournalBytes: 64, compactAtSnapshotFraction: 0 });
+    const journalBytes = writer.diagnostics().journalBytes;
+    await writer.close();
+    assert.deepEqual(folderContents(data.dir), before, 'no write, no compaction');
+    // Threshold above the journal (no compaction after the write) but within 4× of it: close() compacts.
+    const closer = await openForgeDatabase({ path: data.dbPath, compactAfterJournalBytes: 2 * journalBytes, compactAtSnapshotFraction: 0 });
+    writeValue(closer, 'j');
+    await closer.close();
+    assert.notDeepEqual(folderContents(data.dir)['forge.db'], before['forge.db'], 'one that wrote compacts at close');
+    const check = await openForgeDatabase({ path: data.dbPath });
+    assert.equal(check.diagnostics().journalBytes, 0);
+    await check.close();
+  });
 });
