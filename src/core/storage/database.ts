@@ -33,9 +33,10 @@ import { isThenable, normaliseParams } from './statement-params';
  *
  * Opening loads the snapshot and replays the journal records whose sequence
  * number is above the snapshot's (idempotent). A record torn by a crash
- * (short, or bad checksum with nothing valid after it) was never
- * acknowledged and is dropped; a bad record with valid ones after it is real
- * damage (see handleJournalDamageLocked in journal-replica.ts).
+ * (short, or bad checksum with nothing valid after it) whose writer died
+ * holding the lock was never acknowledged and is dropped; the same tail with
+ * no dead writer, or a bad record with valid ones after it, is real damage
+ * (see handleJournalDamageLocked in journal-replica.ts).
  *
  * Several processes (VS Code windows, the CLI) share the files. Every write
  * transaction holds an exclusive cross-process lock, and before running it
@@ -65,7 +66,8 @@ import { isThenable, normaliseParams } from './statement-params';
  *
  * Where things are: this file holds the public API, the lock-wrapped write
  * path, migrations and compaction; journal-replica.ts loading, replay,
- * catching up and recovery; snapshot-file.ts and journal-file.ts the two
+ * catching up and recovery; read-only-database.ts the connection of commands
+ * that only read (it never changes a file); snapshot-file.ts and journal-file.ts the two
  * files; sqljs-connection.ts the in-memory database; durable-io.ts fsync'ed
  * file primitives.
  */

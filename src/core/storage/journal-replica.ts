@@ -26,9 +26,13 @@ import { createBootstrapDatabase, moveDamagedSnapshotAside, openSnapshot, readSn
  *
  * Opening loads the snapshot and replays the journal records whose sequence
  * number is above the snapshot's (idempotent). A record torn by a crash
- * (short, or bad checksum with nothing valid after it) was never
- * acknowledged and is dropped; a bad record with valid ones after it is real
- * damage (see handleJournalDamageLocked).
+ * (short, or bad checksum with nothing valid after it) is dropped only when
+ * the process that held the lock died (this acquisition took the lock over
+ * from it): that write was never acknowledged. Without a dead writer the
+ * same tail lost acknowledged changes (a cut or damaged file), and like a bad
+ * record with valid ones after it, it is damage: the readable changes are
+ * kept, the journal is moved aside whole and the loss is named (see
+ * handleJournalDamageLocked).
  *
  * Reads catch up without the lock (a stat, then only the new bytes) and apply
  * only complete, checksummed records, each batch inside one SQLite
