@@ -51,6 +51,8 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     env: process.env,
     embeddedModel: startEmbeddedModel,
     userHasDefaultModel: () => userHasDefaultModel(process.env),
+    // Commands that only read must leave the data folder as they found it, damaged files included.
+    readOnly: cmd.command === 'status' || cmd.command === 'findings',
   });
 }
 

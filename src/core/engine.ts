@@ -74,6 +74,12 @@ export interface ForgeEngineOptions {
   /** Whether the user's opencode configuration names a default model. */
   userHasDefaultModel?: () => Promise<boolean>;
   leaseTtlMs?: number;
+  /**
+   * For hosts that only read (forge status, forge findings): the database is
+   * opened read-only, so no file of it changes, even a damaged one (see
+   * OpenForgeDatabaseOptions.readOnly). Starting or changing loops fails.
+   */
+  readOnly?: boolean;
   /** Benchmark hook: the loop supervisors' idle / prompt timing marks. */
   onLoopTiming?: (mark: LoopTimingMark) => void;
 }
@@ -99,6 +105,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     path: join(dataDir, 'forge.db'),
     wasmPath: options.wasmPath ?? join(options.assetsDir, 'sql-wasm.wasm'),
     onWarning: (m) => log.warn(`[storage] ${m}`),
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
   const repos = createForgeRepositories(db);
   const worktrees = createWorktreeService({ dataDir, log });

@@ -14,8 +14,13 @@
  *     TOTAL; prints `checked N` and one `violation …` line per torn state seen.
  *   open: --db PATH
  *     Opens the database and prints `opened` or `error CODE MESSAGE` (read-only folder test).
+ *   hold-lock: --db PATH [--ms N (0 = until killed)]
+ *     Takes the database's cross-process lock, prints `holding`, keeps it N ms
+ *     (the process stays alive and responsive meanwhile), releases it and prints `released`.
  */
+import { createCrossProcessLock } from '../../src/core/storage/cross-process-lock';
 import { openForgeDatabase } from '../../src/core/storage/database';
+import { databaseFiles } from '../../src/core/storage/database-files';
 import { isForgeDatabaseError } from '../../src/core/storage/errors';
 import { createForgeRepositories } from '../../src/core/storage/repositories';
 import type { SqlExecutor } from '../../src/core/storage/sql-executor';
@@ -129,8 +134,25 @@ async function runOpen(): Promise<void> {
   }
 }
 
+async function runHoldLock(): Promise<void> {
+  const files = databaseFiles(argument('db'));
+  const lock = createCrossProcessLock({
+    lockPath: files.lock,
+    breakerPath: files.lockBreaker,
+    stuckAfterMs: 120_000,
+    onWarning: (message) => print(`warning ${message}`),
+  });
+  lock.acquire();
+  print('holding');
+  const ms = Number(argument('ms', '0'));
+  await new Promise((resolve) => setTimeout(resolve, ms === 0 ? 2 ** 31 - 1 : ms));
+  lock.release();
+  print('released');
+}
+
 const mode = process.argv[2];
-const run = mode === 'writer' ? runWriter : mode === 'reader' ? runReader : mode === 'open' ? runOpen : undefined;
+const modes: Record<string, () => Promise<void>> = { writer: runWriter, reader: runReader, open: runOpen, 'hold-lock': runHoldLock };
+const run = mode === undefined ? undefined : modes[mode];
 if (!run) throw new Error(`unknown mode ${mode}`);
 run().catch((error: unknown) => {
   print(`fatal ${error instanceof Error ? error.stack?.replace(/\n/g, ' | ') : String(error)}`);

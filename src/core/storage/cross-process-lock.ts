@@ -16,16 +16,24 @@ import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './
  * the owner, plus the zombie state so an unreaped child counts as dead) and
  * removes a dead owner's lock.
  *
- * Removing a stale lock is itself raced: two waiters may both decide the same
- * lock is stale, and the slower one could delete the lock the faster one has
- * just created. A second O_EXCL file, the breaker, serialises removals, and the
- * remover re-reads the lock under the breaker and deletes it only if it is
- * still the same stale content. The breaker is held for microseconds; if its
+ * Taking over a stale lock is itself raced: two waiters may both decide the
+ * same lock is stale, and the slower one could replace the lock the faster one
+ * has just taken. A second O_EXCL file, the breaker, serialises takeovers, and
+ * the taker re-reads the lock under the breaker and replaces it (atomic
+ * rename of its own record) only if it is still the same stale content. The breaker is held for microseconds; if its
  * owner dies in that window the breaker is removed once its owner is dead too.
  *
  * The lock is only ever held inside synchronous sections (a write transaction,
  * the install step of a compaction), so waiting is a short synchronous
  * back-off (Atomics.wait) and never spans an `await`.
+ *
+ * A waiter never gives up because the machine is busy: with many processes
+ * writing to one data folder on a loaded machine, one write may wait for many
+ * others, each holding the lock briefly. It waits as long as holders come and
+ * go (every acquisition writes a new token) and fails only when one
+ * acquisition lasts longer than `stuckAfterMs` (default 120 s, thousands of
+ * times longer than a write): that holder is alive but stuck, and the error
+ * names its pid. A dead holder's lock is taken over at once.
  */
 export interface LockOwner {
   readonly pid: number;
@@ -39,8 +47,11 @@ export interface LockOwner {
 export interface CrossProcessLockOptions {
   readonly lockPath: string;
   readonly breakerPath: string;
-  /** How long acquire() waits for a live owner before failing with `locked_timeout`. */
-  readonly timeoutMs: number;
+  /**
+   * How long one acquisition by another process (the same lock token) may
+   * last before acquire() calls its holder stuck and fails with `lock_stuck`.
+   */
+  readonly stuckAfterMs: number;
   readonly onWarning: (message: string) => void;
 }
 
@@ -48,12 +59,42 @@ export interface CrossProcessLock {
   acquire(): void;
   release(): void;
   readonly held: boolean;
+  /**
+   * The dead process whose lock the last acquire() removed, or null. Whatever
+   * that process left half-written (a torn journal append) is explained by its
+   * death; the same damage without a dead holder is not.
+   */
+  readonly tookOverFrom: LockOwner | null;
 }
 
 /** An unparsable lock file younger than this may be a lock being written right now. */
 const UNPARSABLE_LOCK_GRACE_MS = 5_000;
 // Short: a write holds the lock for about one fsync, so a long sleep mostly wastes the free lock.
 const MAX_BACKOFF_MS = 4;
+// After this much waiting the lock is contended (many writers, a busy machine): poll less
+// often, so waiters do not take the CPU the holder needs to finish.
+const CONTENDED_AFTER_MS = 250;
+const MAX_CONTENDED_BACKOFF_MS = 25;
+
+/**
+ * How long the current acquisition of a lock has lasted, as one waiter sees
+ * it: the same lock file content (owner token) seen continuously since the
+ * first sighting. A different content is a new acquisition: the holders are
+ * making progress. Pure (the caller passes the clock).
+ */
+export class HolderWatch {
+  private text: string | undefined;
+  private since = 0;
+
+  /** Records a sighting of the lock file's content at `now`; returns how long that content has been held. */
+  observe(text: string, now: number): number {
+    if (text !== this.text) {
+      this.text = text;
+      this.since = now;
+    }
+    return now - this.since;
+  }
+}
 
 function readProcStat(pid: number | 'self'): { startTime: string; zombie: boolean } | undefined {
   if (process.platform !== 'linux') return undefined;
@@ -112,11 +153,36 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
+/**
+ * Who holds the lock at `lockPath` right now, without taking it: null when it
+ * is free. `alive` false means its holder died (the lock is stale). For
+ * connections that never write and so never take the lock.
+ */
+export function currentLockHolder(lockPath: string): { owner: LockOwner | undefined; alive: boolean } | null {
+  let text: string;
+  let mtimeMs: number;
+  try {
+    text = fs.readFileSync(lockPath, 'utf8');
+    mtimeMs = fs.statSync(lockPath).mtimeMs;
+  } catch (error) {
+    if (systemErrorCode(error) === 'ENOENT') return null;
+    throw describeFileSystemError(error, lockPath, 'read the lock file') ?? error;
+  }
+  const owner = parseOwner(text);
+  if (owner === undefined) return { owner, alive: Date.now() - mtimeMs <= UNPARSABLE_LOCK_GRACE_MS };
+  return { owner, alive: isLockOwnerAlive(owner) };
+}
+
+function formatSeconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
 export function createCrossProcessLock(options: CrossProcessLockOptions): CrossProcessLock {
-  const { lockPath, breakerPath, timeoutMs, onWarning } = options;
+  const { lockPath, breakerPath, stuckAfterMs, onWarning } = options;
   const ownStartTime = readProcStat('self')?.startTime ?? null;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   let heldToken: string | null = null;
+  let tookOverFrom: LockOwner | null = null;
 
   const sleep = (ms: number): void => {
     Atomics.wait(sleepCell, 0, 0, ms);
@@ -172,22 +238,42 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
     }
   };
 
-  /** Removes the lock if it still holds `staleText`; serialised by the breaker file. */
-  const breakStaleLock = (staleText: string): void => {
+  /**
+   * Takes the lock over if it still holds `staleText`, serialised by the
+   * breaker file: our owner record replaces the stale one by an atomic rename,
+   * so no other waiter can slip in between the dead holder and us (whoever
+   * holds the lock next must be the one who knows the holder died). Returns
+   * our record when we now hold the lock.
+   */
+  const takeOverStaleLock = (staleText: string): LockOwner | undefined => {
     if (!tryCreate(breakerPath, ownerRecord())) {
       const breaker = readLock(breakerPath);
       if (breaker !== undefined && isStale(breaker)) unlinkIfPresent(breakerPath);
-      return; // retry on the next round
+      return undefined; // retry on the next round
     }
     try {
       const current = readLock(lockPath);
       if (current !== undefined && current.text === staleText) {
-        unlinkIfPresent(lockPath);
+        const mine = ownerRecord();
+        const temp = `${lockPath}.takeover-${mine.token}`;
+        try {
+          fs.writeFileSync(temp, JSON.stringify(mine), { flag: 'wx' });
+          fs.renameSync(temp, lockPath);
+        } catch (error) {
+          try {
+            fs.unlinkSync(temp);
+          } catch {
+            // never created
+          }
+          throw describeFileSystemError(error, lockPath, 'take over the lock file') ?? error;
+        }
         const owner = parseOwner(staleText);
         onWarning(
           `Forge removed the lock ${lockPath} left by ${owner ? `process ${owner.pid}, which is no longer running` : 'a process that died while creating it'}.`,
         );
+        return mine;
       }
+      return undefined;
     } finally {
       unlinkIfPresent(breakerPath);
     }
@@ -198,9 +284,15 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
       return heldToken !== null;
     },
 
+    get tookOverFrom() {
+      return tookOverFrom;
+    },
+
     acquire() {
       if (heldToken !== null) throw new Error(`lock ${lockPath} is already held by this connection`);
-      const deadline = Date.now() + timeoutMs;
+      tookOverFrom = null;
+      const startedAt = Date.now();
+      const holderWatch = new HolderWatch();
       let backoffMs = 1;
       for (;;) {
         const owner = ownerRecord();
@@ -211,22 +303,32 @@ export function createCrossProcessLock(options: CrossProcessLockOptions): CrossP
         const current = readLock(lockPath);
         if (current === undefined) continue; // released between our attempts: retry at once
         if (isStale(current)) {
-          breakStaleLock(current.text);
+          const mine = takeOverStaleLock(current.text);
+          if (mine !== undefined) {
+            heldToken = mine.token;
+            tookOverFrom = parseOwner(current.text) ?? null; // unparsable: it died creating the lock, before any write
+            return;
+          }
           continue;
         }
-        if (Date.now() >= deadline) {
+        const now = Date.now();
+        const heldForMs = holderWatch.observe(current.text, now);
+        if (heldForMs >= stuckAfterMs) {
           const holder = parseOwner(current.text);
+          const who = holder ? `process ${holder.pid}${holder.host === os.hostname() ? '' : ` on ${holder.host}`}` : 'an unknown process';
           throw new ForgeDatabaseError(
-            'locked_timeout',
+            'lock_stuck',
             lockPath,
-            `Forge waited ${Math.round(timeoutMs / 1000)} s for the database lock ${lockPath}, held by ` +
-              `${holder ? `process ${holder.pid} on ${holder.host}` : 'an unknown process'}. ` +
-              `Another Forge window or CLI is busy with this database; try again. ` +
-              `If no other Forge process is running, delete ${lockPath}.`,
+            `Forge waited ${formatSeconds(now - startedAt)} for the database lock ${lockPath}: ${who} is alive and has held it ` +
+              `without a break for ${formatSeconds(heldForMs)}, while a write holds it for milliseconds, so that process ` +
+              `looks stuck. Stop it${holder ? ` (for example \`kill ${holder.pid}\`)` : ''} and try again; ` +
+              `Forge takes the lock over from a process that is no longer running. ` +
+              `If no Forge process is running at all, delete ${lockPath}.`,
           );
         }
         sleep(backoffMs);
-        backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+        const cap = now - startedAt >= CONTENDED_AFTER_MS ? MAX_CONTENDED_BACKOFF_MS : MAX_BACKOFF_MS;
+        backoffMs = Math.min(backoffMs * 2, cap);
       }
     },
 

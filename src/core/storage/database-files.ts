@@ -8,7 +8,8 @@ import { ForgeDatabaseError } from './errors';
  *   forge.db                 snapshot (a plain SQLite file, replaced only by atomic rename)
  *   forge.db.journal         committed transactions since the snapshot (append-only)
  *   forge.db.lock            cross-process write lock (exists only while held)
- *   forge.db.lock.break      short-lived guard used while removing a dead owner's lock
+ *   forge.db.lock.break      short-lived guard used while taking over a dead owner's lock
+ *   forge.db.lock.takeover-… the new owner record, renamed over a dead owner's lock
  *   forge.db.tmp-<pid>-<id>  snapshot being written by a compaction
  *   forge.db.journal.tmp-…   journal being written by a compaction
  *   forge.db.corrupt-<time>  a damaged snapshot moved aside (never deleted by Forge)

@@ -1,33 +1,19 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Database, SqlJsStatic, Statement } from 'sql.js';
-import { createCrossProcessLock, isProcessAlive, type CrossProcessLock } from './cross-process-lock';
-import {
-  assertDatabasePathFits,
-  corruptFileName,
-  databaseFiles,
-  tempFileOwnerPid,
-  tempFilePath,
-  type DatabaseFiles,
-} from './database-files';
-import { ForgeDatabaseError, describeFileSystemError, systemErrorCode } from './errors';
-import {
-  JOURNAL_HEADER_BYTES,
-  decodeJournalHeader,
-  decodeStatements,
-  encodeJournalHeader,
-  encodeRecord,
-  encodeStatements,
-  hasValidRecordAfter,
-  readRecordAt,
-  type JournalStatement,
-  type JournalValue,
-} from './journal-format';
+import type { SqlJsStatic } from 'sql.js';
+import { createCrossProcessLock } from './cross-process-lock';
+import { assertDatabasePathFits, databaseFiles, tempFilePath, type DatabaseFiles } from './database-files';
+import { errorMessage, fsyncDirectory, readRange, unlinkQuietly, writeAll, writeFileDurably } from './durable-io';
+import { ForgeDatabaseError, describeFileSystemError, newerSchemaError } from './errors';
+import { findRecordAfter } from './journal-file';
+import { JOURNAL_HEADER_BYTES, encodeRecord, encodeStatements, type JournalStatement } from './journal-format';
+import { JournalReplica } from './journal-replica';
 import { FORGE_MIGRATIONS, type Migration } from './migrations';
 import type { RunResult, SqlExecutor, SqlParam, SqlRow } from './sql-executor';
+import { ReadOnlyDatabase } from './read-only-database';
 import { loadSqlJs, type SqlJsSource } from './sqljs-loader';
+import { isThenable, normaliseParams } from './statement-params';
 
 /*
  * Durable, multi-process persistence for sql.js.
@@ -47,9 +33,10 @@ import { loadSqlJs, type SqlJsSource } from './sqljs-loader';
  *
  * Opening loads the snapshot and replays the journal records whose sequence
  * number is above the snapshot's (idempotent). A record torn by a crash
- * (short, or bad checksum with nothing valid after it) was never
- * acknowledged and is dropped; a bad record with valid ones after it is real
- * damage (see handleJournalDamageLocked).
+ * (short, or bad checksum with nothing valid after it) whose writer died
+ * holding the lock was never acknowledged and is dropped; the same tail with
+ * no dead writer, or a bad record with valid ones after it, is real damage
+ * (see handleJournalDamageLocked in journal-replica.ts).
  *
  * Several processes (VS Code windows, the CLI) share the files. Every write
  * transaction holds an exclusive cross-process lock, and before running it
@@ -76,6 +63,13 @@ import { loadSqlJs, type SqlJsSource } from './sqljs-loader';
  *   - after: new snapshot + new journal (baseSeq S, holding records > S that
  *     other processes appended while the snapshot was being written).
  * Sequence numbers never restart, which is what makes all three consistent.
+ *
+ * Where things are: this file holds the public API, the lock-wrapped write
+ * path, migrations and compaction; journal-replica.ts loading, replay,
+ * catching up and recovery; read-only-database.ts the connection of commands
+ * that only read (it never changes a file); snapshot-file.ts and journal-file.ts the two
+ * files; sqljs-connection.ts the in-memory database; durable-io.ts fsync'ed
+ * file primitives.
  */
 
 export interface OpenForgeDatabaseOptions extends SqlJsSource {
@@ -83,8 +77,12 @@ export interface OpenForgeDatabaseOptions extends SqlJsSource {
   readonly path: string;
   /** Recoveries that need no action (dropped torn tail, removed stale lock, failed background compaction). */
   readonly onWarning?: (message: string) => void;
-  /** How long a write waits for another process's lock. Default 15 s. */
-  readonly lockTimeoutMs?: number;
+  /**
+   * A write waits for the lock as long as other processes take turns holding
+   * it; it fails only when one live process holds it without a break for this
+   * long (stuck). Default 120 s.
+   */
+  readonly lockStuckAfterMs?: number;
   /** Journal size that triggers a compaction, at least. Default 8 MiB. */
   readonly compactAfterJournalBytes?: number;
   /**
@@ -99,6 +97,12 @@ export interface OpenForgeDatabaseOptions extends SqlJsSource {
   readonly migrations?: readonly Migration[];
   /** Clock for `migrations.applied_at`. Default Date.now. */
   readonly now?: () => number;
+  /**
+   * For commands that only read (forge status, forge findings): never change
+   * a file (no lock, repair, compaction or migration on disk); report what
+   * cannot be read instead of repairing it. Writes fail. Default false.
+   */
+  readonly readOnly?: boolean;
 }
 
 export interface DatabaseDiagnostics {
@@ -129,176 +133,43 @@ export interface ForgeDatabase extends SqlExecutor {
   close(): Promise<void>;
 }
 
-const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
+const DEFAULT_LOCK_STUCK_AFTER_MS = 120_000;
 const DEFAULT_COMPACT_AFTER_JOURNAL_BYTES = 8 * 1024 * 1024;
 const DEFAULT_COMPACT_AT_SNAPSHOT_FRACTION = 0.25;
-const STATEMENT_CACHE_LIMIT = 200;
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
-
-/** Bootstrap schema, identical in every process; everything else is created by journaled migrations. */
-const BOOTSTRAP_SQL = [
-  `CREATE TABLE forge_meta (key TEXT PRIMARY KEY, value NOT NULL)`,
-  `INSERT INTO forge_meta (key, value) VALUES ('last_seq', 0)`,
-  `CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
-];
-
-interface JournalHandle {
-  readonly fd: number;
-  readonly ino: number;
-  readonly journalId: string;
-  readonly baseSeq: number;
-  /** File offset just past the last record this connection has read (applied or skipped). */
-  offset: number;
-  /** Sequence number of that record (baseSeq when none). */
-  fileSeq: number;
-}
-
-/** Damage found while reading the journal; handled by the lock holder. */
-class JournalDamage extends Error {}
-
-/** A reader hit something only the lock holder may resolve (replaced journal it lags behind, damage, shrink). */
-const NEEDS_LOCK = 'needs-lock';
-
-interface PendingRecord {
-  readonly seq: number;
-  readonly payload: Uint8Array;
-}
-
-function normaliseParams(sql: string, params: readonly SqlParam[] | undefined): JournalValue[] {
-  if (params === undefined) return [];
-  if (!Array.isArray(params)) {
-    throw new ForgeDatabaseError('invalid_use', sql, `Statement parameters must be an array (statement: ${sql})`);
-  }
-  return params.map((value, index): JournalValue => {
-    if (value === null || typeof value === 'string') return value;
-    if (typeof value === 'number') {
-      if (Number.isFinite(value)) return value;
-    } else if (typeof value === 'boolean') {
-      return value ? 1 : 0;
-    } else if (value instanceof Uint8Array) {
-      return new Uint8Array(value); // own copy: the caller may reuse its buffer after we journaled it
-    }
-    throw new ForgeDatabaseError(
-      'invalid_use',
-      sql,
-      `Parameter ${index + 1} (${String(value)}) cannot be stored: use a string, finite number, boolean, ` +
-        `null or Uint8Array (statement: ${sql})`,
-    );
-  });
-}
-
-function isThenable(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
-}
-
-function readRange(fd: number, start: number, end: number): Buffer {
-  const buf = Buffer.allocUnsafe(Math.max(0, end - start));
-  let filled = 0;
-  while (filled < buf.length) {
-    const n = fs.readSync(fd, buf, filled, buf.length - filled, start + filled);
-    if (n === 0) break; // the file shrank meanwhile
-    filled += n;
-  }
-  return buf.subarray(0, filled);
-}
-
-function writeAll(fd: number, buf: Uint8Array, position: number): void {
-  let written = 0;
-  while (written < buf.length) {
-    written += fs.writeSync(fd, buf, written, buf.length - written, position + written);
-  }
-}
-
-function fsyncDirectory(directory: string): void {
-  let fd: number | undefined;
-  try {
-    fd = fs.openSync(directory, 'r');
-    fs.fsyncSync(fd);
-  } catch (error) {
-    // Windows cannot open or fsync a directory; renames there are durable through NTFS's own log.
-    if (process.platform !== 'win32') throw error;
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd);
-  }
-}
-
-function writeFileDurablySync(filePath: string, data: Uint8Array): void {
-  const fd = fs.openSync(filePath, 'wx');
-  try {
-    writeAll(fd, data, 0);
-    fs.fdatasyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-async function writeFileDurably(filePath: string, data: Uint8Array): Promise<void> {
-  const handle = await fsp.open(filePath, 'wx');
-  try {
-    await handle.writeFile(data);
-    await handle.datasync();
-  } finally {
-    await handle.close();
-  }
-}
-
-function unlinkQuietly(filePath: string): void {
-  try {
-    fs.unlinkSync(filePath);
-  } catch {
-    // best effort: a leftover temp file is removed at the next open
-  }
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-class JournaledDatabase implements ForgeDatabase {
+class JournaledDatabase extends JournalReplica implements ForgeDatabase {
   readonly path: string;
-  private readonly files: DatabaseFiles;
-  private readonly lock: CrossProcessLock;
-  private readonly warn: (message: string) => void;
   private readonly compactAfterJournalBytes: number;
   private readonly compactAtSnapshotFraction: number;
   private readonly autoCompact: boolean;
   private readonly now: () => number;
-  private db: Database | null = null;
-  private readonly statements = new Map<string, Statement>();
-  private journal: JournalHandle | null = null;
-  private lastSeq = 0;
-  private snapshotBytes = 0;
-  private snapshotLoads = 0;
   /** Write statements of the running transaction; non-null exactly while a transaction runs. */
   private recorder: JournalStatement[] | null = null;
   private sqlTransactionOpen = false;
   private compaction: Promise<void> | null = null;
   private compactionTimer: NodeJS.Immediate | null = null;
   private closed = false;
+  /** Whether this connection has committed a change (only then does close() compact). */
+  private wrote = false;
   private readonly tx: SqlExecutor;
 
-  constructor(
-    private readonly sqlJs: SqlJsStatic,
-    files: DatabaseFiles,
-    options: OpenForgeDatabaseOptions,
-  ) {
-    this.files = files;
+  constructor(sqlJs: SqlJsStatic, files: DatabaseFiles, options: OpenForgeDatabaseOptions) {
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'ForgeDatabaseWarning'));
+    const lock = createCrossProcessLock({
+      lockPath: files.lock,
+      breakerPath: files.lockBreaker,
+      stuckAfterMs: options.lockStuckAfterMs ?? DEFAULT_LOCK_STUCK_AFTER_MS,
+      onWarning: warn,
+    });
+    super(sqlJs, files, lock, warn);
     this.path = files.snapshot;
-    this.warn = options.onWarning ?? ((message) => process.emitWarning(message, 'ForgeDatabaseWarning'));
     this.compactAfterJournalBytes = options.compactAfterJournalBytes ?? DEFAULT_COMPACT_AFTER_JOURNAL_BYTES;
     this.compactAtSnapshotFraction = options.compactAtSnapshotFraction ?? DEFAULT_COMPACT_AT_SNAPSHOT_FRACTION;
     this.autoCompact = options.autoCompact ?? true;
     this.now = options.now ?? Date.now;
-    this.lock = createCrossProcessLock({
-      lockPath: files.lock,
-      breakerPath: files.lockBreaker,
-      timeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
-      onWarning: this.warn,
-    });
     this.tx = {
-      query: <T extends object>(sql: string, params?: readonly SqlParam[]) => this.execRows<T>(sql, normaliseParams(sql, params)),
+      query: <T extends object>(sql: string, params?: readonly SqlParam[]) => this.sql.execRows<T>(sql, normaliseParams(sql, params)),
       get: <T extends object>(sql: string, params?: readonly SqlParam[]): T | undefined => {
-        const rows: T[] = this.execRows<T>(sql, normaliseParams(sql, params));
+        const rows: T[] = this.sql.execRows<T>(sql, normaliseParams(sql, params));
         return rows[0];
       },
       run: (sql, params) => this.runInTransaction(sql, params),
@@ -312,7 +183,7 @@ class JournaledDatabase implements ForgeDatabase {
     this.assertOpen();
     const bound = normaliseParams(sql, params);
     if (this.recorder === null) this.catchUpForRead();
-    return this.execRows<T>(sql, bound);
+    return this.sql.execRows<T>(sql, bound);
   }
 
   get<T extends object = SqlRow>(sql: string, params?: readonly SqlParam[]): T | undefined {
@@ -339,7 +210,7 @@ class JournaledDatabase implements ForgeDatabase {
   schemaVersion(): number {
     this.assertOpen();
     if (this.recorder === null) this.catchUpForRead();
-    return Number(this.execRows<{ v: number | null }>('SELECT max(id) AS v FROM migrations', [])[0]?.v ?? 0);
+    return Number(this.sql.execRows<{ v: number | null }>('SELECT max(id) AS v FROM migrations', [])[0]?.v ?? 0);
   }
 
   diagnostics(): DatabaseDiagnostics {
@@ -375,8 +246,10 @@ class JournaledDatabase implements ForgeDatabase {
     }
     if (this.compaction !== null) await this.compaction.catch(() => undefined);
     // Leave a short journal behind so the next open replays little; a tiny
-    // journal is not worth an O(size) snapshot at every shutdown.
-    if (this.autoCompact && this.currentJournal().offset - JOURNAL_HEADER_BYTES >= this.compactionThreshold() / 4) {
+    // journal is not worth an O(size) snapshot at every shutdown. Only a
+    // connection that wrote does it: one that only read (a VS Code window that
+    // just looked) leaves the files as it found them.
+    if (this.autoCompact && this.wrote && this.currentJournal().offset - JOURNAL_HEADER_BYTES >= this.compactionThreshold() / 4) {
       await this.compact().catch((error: unknown) => this.warn(`Forge could not compact ${this.path} at close: ${errorMessage(error)}`));
     }
     this.closed = true;
@@ -398,44 +271,21 @@ class JournaledDatabase implements ForgeDatabase {
   }
 
   releaseResources(): void {
-    for (const statement of this.statements.values()) statement.free();
-    this.statements.clear();
-    this.db?.close();
-    this.db = null;
+    this.sql.close();
     if (this.journal !== null) fs.closeSync(this.journal.fd);
     this.journal = null;
     this.lock.release();
-  }
-
-  private removeDeadTempFiles(): void {
-    const baseName = this.files.snapshot.slice(this.files.directory.length + 1);
-    let names: string[];
-    try {
-      names = fs.readdirSync(this.files.directory);
-    } catch (error) {
-      throw describeFileSystemError(error, this.files.directory, 'list the data folder') ?? error;
-    }
-    for (const name of names) {
-      const pid = tempFileOwnerPid(baseName, name);
-      if (pid === undefined || pid === process.pid || isProcessAlive(pid)) continue;
-      unlinkQuietly(path.join(this.files.directory, name));
-    }
   }
 
   private migrateLocked(migrations: readonly Migration[]): void {
     for (let i = 1; i < migrations.length; i++) {
       if (migrations[i]!.id <= migrations[i - 1]!.id) throw new Error('migrations must have strictly increasing ids');
     }
-    const applied = new Set(this.execRows<{ id: number }>('SELECT id FROM migrations', []).map((row) => row.id));
+    const applied = new Set(this.sql.execRows<{ id: number }>('SELECT id FROM migrations', []).map((row) => row.id));
     const known = new Set(migrations.map((m) => m.id));
     const unknown = [...applied].filter((id) => !known.has(id));
     if (unknown.length > 0) {
-      throw new ForgeDatabaseError(
-        'newer_schema',
-        this.path,
-        `The database ${this.path} was updated by a newer version of Forge (schema changes ${unknown.join(', ')} ` +
-          `are unknown to this version). Update Forge in every VS Code window and the CLI to the latest version.`,
-      );
+      throw newerSchemaError(this.path, unknown);
     }
     for (const migration of migrations) {
       if (applied.has(migration.id)) continue;
@@ -457,440 +307,12 @@ class JournaledDatabase implements ForgeDatabase {
     }
   }
 
-  /**
-   * (Re)builds the in-memory database from the files: snapshot, then every
-   * journal record after it. Lock held.
-   */
-  private loadFromDiskLocked(verify: boolean): void {
-    const snapshot = this.readSnapshotFile();
-    this.snapshotLoads++;
-    let db: Database;
-    let seq: number;
-    if (snapshot === null) {
-      db = new this.sqlJs.Database();
-      for (const sql of BOOTSTRAP_SQL) db.run(sql);
-      seq = 0;
-    } else {
-      ({ db, seq } = this.openSnapshot(snapshot, verify));
-    }
-    db.run('PRAGMA query_only = 1');
-    this.replaceDatabase(db);
-    this.lastSeq = seq;
-    this.snapshotBytes = snapshot?.length ?? 0;
-    if (this.journal !== null) fs.closeSync(this.journal.fd);
-    this.journal = null;
-    this.journal = this.openJournalLocked(snapshot !== null);
-    this.catchUpLocked();
-    if (this.currentJournal().fileSeq < this.lastSeq) {
-      // The journal ends before the snapshot does (left over from the crash
-      // window of a compaction): everything in it is already in the snapshot.
-      this.replaceJournalLocked(this.lastSeq, Buffer.alloc(0));
-    }
-  }
-
-  private replaceDatabase(db: Database): void {
-    for (const statement of this.statements.values()) statement.free();
-    this.statements.clear();
-    this.db?.close();
-    this.db = db;
-  }
-
-  private readSnapshotFile(): Buffer | null {
-    try {
-      return fs.readFileSync(this.files.snapshot);
-    } catch (error) {
-      const code = systemErrorCode(error);
-      if (code === 'ENOENT') return null;
-      if (code === 'EACCES' || code === 'EPERM' || code === 'EISDIR' || code === 'EIO') {
-        throw new ForgeDatabaseError(
-          'unreadable',
-          this.files.snapshot,
-          `Forge cannot read its database ${this.files.snapshot} (${code === 'EISDIR' ? 'it is a folder' : code === 'EIO' ? 'I/O error' : 'permission denied'}). ` +
-            `Nothing was changed or moved. Make it a readable file (for example \`chmod u+rw ${this.files.snapshot}\`), ` +
-            `or point Forge's data folder (setting forge.dataDir / option --data-dir) elsewhere.`,
-          { cause: error },
-        );
-      }
-      throw describeFileSystemError(error, this.files.snapshot, 'read') ?? error;
-    }
-  }
-
-  private openSnapshot(bytes: Buffer, verify: boolean): { db: Database; seq: number } {
-    if (bytes.length < 100 || !bytes.subarray(0, SQLITE_HEADER.length).equals(SQLITE_HEADER)) {
-      this.snapshotDamaged(bytes.length === 0 ? 'the file is empty' : 'it is not an SQLite database file');
-    }
-    let db: Database | undefined;
-    let problem: string | undefined;
-    let seq = Number.NaN;
-    try {
-      db = new this.sqlJs.Database(bytes);
-      const meta = db.exec(`SELECT value FROM forge_meta WHERE key = 'last_seq'`);
-      seq = Number(meta[0]?.values[0]?.[0]);
-      if (verify) {
-        const check = db.exec('PRAGMA quick_check');
-        const verdict = check[0]?.values.map((row) => String(row[0])) ?? [];
-        if (verdict.length !== 1 || verdict[0] !== 'ok') problem = `SQLite's integrity check failed: ${verdict.slice(0, 3).join('; ')}`;
-      }
-      if (problem === undefined && !(Number.isSafeInteger(seq) && seq >= 0)) problem = 'its Forge bookkeeping row is missing or invalid';
-    } catch (error) {
-      const message = errorMessage(error);
-      problem = /no such table: forge_meta/.test(message)
-        ? 'it is an SQLite file but not a Forge database'
-        : `SQLite cannot read it (${message})`;
-    }
-    if (problem !== undefined || db === undefined) {
-      db?.close();
-      return this.snapshotDamaged(problem ?? 'unknown damage');
-    }
-    return { db, seq };
-  }
-
-  /** Moves a damaged snapshot (and the journal that continues it) aside and throws. */
-  private snapshotDamaged(reason: string): never {
-    const moved = [this.moveAside(this.files.snapshot)];
-    if (fs.existsSync(this.files.journal)) moved.push(this.moveAside(this.files.journal));
-    throw new ForgeDatabaseError(
-      'corrupt',
-      this.files.snapshot,
-      `Forge could not use its database ${this.files.snapshot}: ${reason}. ` +
-        `Forge moved it to ${moved[0]}${moved[1] ? ` (and its journal to ${moved[1]})` : ''} and will start with an ` +
-        `empty database next time. Restore the moved file from a backup if you need its history.`,
-      { movedTo: moved },
-    );
-  }
-
-  private moveAside(filePath: string): string {
-    const now = new Date();
-    for (let attempt = 1; attempt < 1000; attempt++) {
-      const target = corruptFileName(filePath, now, attempt);
-      if (fs.existsSync(target)) continue;
-      try {
-        fs.renameSync(filePath, target);
-        fsyncDirectory(this.files.directory);
-        return target;
-      } catch (error) {
-        throw new ForgeDatabaseError(
-          'corrupt',
-          filePath,
-          `Forge found ${filePath} damaged and could not move it aside to ${target} (${errorMessage(error)}). ` +
-            `Move or rename that file yourself, then start Forge again.`,
-          { cause: error },
-        );
-      }
-    }
-    throw new ForgeDatabaseError('corrupt', filePath, `Forge found ${filePath} damaged and could not find a free name to move it to. Move it yourself.`);
-  }
-
-  /** Opens the journal, creating it if absent. Lock held. */
-  private openJournalLocked(snapshotExists: boolean): JournalHandle {
-    const opened = this.tryOpenJournal();
-    if (opened === 'missing') {
-      if (!snapshotExists && this.lastSeq !== 0) throw new Error('unreachable: no snapshot but lastSeq > 0');
-      return this.replaceJournalLocked(this.lastSeq, Buffer.alloc(0));
-    }
-    if (typeof opened === 'string') {
-      const moved = this.moveAside(this.files.journal);
-      throw new ForgeDatabaseError(
-        'corrupt',
-        this.files.journal,
-        `Forge could not use its journal ${this.files.journal}: ${opened}. Forge moved it to ${moved}; the database ` +
-          `${this.files.snapshot} is intact but lacks the changes made since its last compaction, which are only in ` +
-          `the moved file. Forge will open normally next time; keep the moved file if you need to investigate.`,
-        { movedTo: [moved] },
-      );
-    }
-    if (opened.baseSeq > this.lastSeq) {
-      fs.closeSync(opened.fd);
-      const moved = this.moveAside(this.files.journal);
-      throw new ForgeDatabaseError(
-        'corrupt',
-        this.files.journal,
-        `Forge's journal ${this.files.journal} continues from change #${opened.baseSeq}, but the database ` +
-          `${this.files.snapshot} only holds changes up to #${this.lastSeq} (was the database file replaced by an older ` +
-          `copy or deleted?). Forge moved the journal to ${moved} and will open the database as it is next time.`,
-        { movedTo: [moved] },
-      );
-    }
-    return opened;
-  }
-
-  /** Opens the journal at its path and checks its header. Never modifies anything. */
-  private tryOpenJournal(): JournalHandle | 'missing' | string {
-    let fd: number;
-    try {
-      fd = fs.openSync(this.files.journal, 'r+');
-    } catch (error) {
-      if (systemErrorCode(error) === 'ENOENT') return 'missing';
-      throw describeFileSystemError(error, this.files.journal, 'open') ?? error;
-    }
-    try {
-      const decoded = decodeJournalHeader(readRange(fd, 0, JOURNAL_HEADER_BYTES));
-      if (!decoded.ok) {
-        fs.closeSync(fd);
-        return decoded.reason;
-      }
-      const { ino } = fs.fstatSync(fd);
-      const { journalId, baseSeq } = decoded.header;
-      return { fd, ino, journalId, baseSeq, offset: JOURNAL_HEADER_BYTES, fileSeq: baseSeq };
-    } catch (error) {
-      fs.closeSync(fd);
-      throw error;
-    }
-  }
-
-  /**
-   * Atomically installs a new journal holding `records` (raw record bytes)
-   * after `baseSeq`, and switches this connection to it. Lock held.
-   */
-  private replaceJournalLocked(baseSeq: number, records: Buffer, lastRecordSeq = baseSeq): JournalHandle {
-    const journalId = randomBytes(8).toString('hex');
-    const temp = tempFilePath(this.files.journal, randomBytes(4).toString('hex'));
-    try {
-      writeFileDurablySync(temp, Buffer.concat([encodeJournalHeader({ journalId, baseSeq }), records]));
-      fs.renameSync(temp, this.files.journal);
-      fsyncDirectory(this.files.directory);
-    } catch (error) {
-      unlinkQuietly(temp);
-      throw describeFileSystemError(error, this.files.journal, 'write') ?? error;
-    }
-    const fd = fs.openSync(this.files.journal, 'r+');
-    const { ino } = fs.fstatSync(fd);
-    if (this.journal !== null) fs.closeSync(this.journal.fd);
-    this.journal = {
-      fd,
-      ino,
-      journalId,
-      baseSeq,
-      offset: JOURNAL_HEADER_BYTES + records.length,
-      fileSeq: lastRecordSeq,
-    };
-    return this.journal;
-  }
-
-  // ---------------------------------------------------------------- catching up
-
-  private currentJournal(): JournalHandle {
-    if (this.journal === null) {
-      throw new ForgeDatabaseError('closed', this.path, `The Forge database ${this.path} is unusable after an earlier error; open it again.`);
-    }
-    return this.journal;
-  }
-
-  private catchUpForRead(): void {
-    if (this.catchUp(false) !== NEEDS_LOCK) return;
-    this.lock.acquire();
-    try {
-      this.catchUpLocked();
-    } finally {
-      this.lock.release();
-    }
-  }
-
-  private catchUpLocked(): void {
-    try {
-      this.catchUp(true);
-    } catch (error) {
-      if (error instanceof JournalDamage) this.handleJournalDamageLocked(error.message);
-      throw error;
-    }
-  }
-
-  /**
-   * Applies the records other processes appended since our last look. With the
-   * lock, also repairs (drops a torn tail) or reports damage; without it,
-   * stops at anything unusual and asks for the lock.
-   */
-  private catchUp(locked: boolean): void | typeof NEEDS_LOCK {
-    let journal = this.currentJournal();
-    let size: number;
-    try {
-      const stat = fs.statSync(this.files.journal);
-      if (stat.ino !== journal.ino) {
-        // Another process compacted (or repaired) and installed a new journal.
-        // Finish reading the old file through our descriptor first: records
-        // appended to it before the switch are copied into the new one, and
-        // reading them here usually spares a full snapshot reload.
-        try {
-          this.applyNewBytes(journal, fs.fstatSync(journal.fd).size, false);
-        } catch (error) {
-          // Damage in a retired file is not ours to repair; the snapshot that replaced it is authoritative.
-          if (!(error instanceof JournalDamage)) throw error;
-        }
-        const next = this.tryOpenJournal();
-        if (typeof next === 'string') {
-          // 'missing' (replaced again meanwhile) or a damaged header.
-          if (!locked) return NEEDS_LOCK;
-          if (next === 'missing') {
-            this.journalMissingLocked();
-            return;
-          }
-          throw new JournalDamage(`its header is damaged (${next})`);
-        }
-        if (next.baseSeq > this.lastSeq) {
-          // The new journal starts after what we have: only its snapshot has the changes in between.
-          fs.closeSync(next.fd);
-          if (!locked) return NEEDS_LOCK;
-          this.loadFromDiskLocked(false);
-          return;
-        }
-        fs.closeSync(journal.fd);
-        this.journal = next;
-        journal = next;
-        size = fs.fstatSync(next.fd).size;
-      } else {
-        size = stat.size;
-      }
-    } catch (error) {
-      if (systemErrorCode(error) !== 'ENOENT') throw error;
-      if (!locked) return NEEDS_LOCK;
-      this.journalMissingLocked();
-      return;
-    }
-    if (size < journal.offset) {
-      if (!locked) return NEEDS_LOCK;
-      throw new JournalDamage(`it is shorter (${size} bytes) than the part already applied (${journal.offset} bytes)`);
-    }
-    if (size > journal.offset) {
-      try {
-        this.applyNewBytes(journal, size, locked);
-      } catch (error) {
-        if (!locked && error instanceof JournalDamage) return NEEDS_LOCK;
-        throw error;
-      }
-    }
-  }
-
-  /**
-   * Reads records in [journal.offset, size), applies the new ones, and deals
-   * with whatever follows the last valid record. `repair` = we hold the lock
-   * and this is the current journal.
-   */
-  private applyNewBytes(journal: JournalHandle, size: number, repair: boolean): void {
-    const bytes = readRange(journal.fd, journal.offset, size);
-    const pending: PendingRecord[] = [];
-    let position = 0;
-    let fileSeq = journal.fileSeq;
-    let stop: { kind: 'incomplete' | 'invalid'; reason: string } | undefined;
-    let damage: string | undefined;
-    for (;;) {
-      const result = readRecordAt(bytes, position);
-      if (result.kind === 'end') break;
-      if (result.kind !== 'record') {
-        stop = result;
-        break;
-      }
-      if (result.seq !== fileSeq + 1) {
-        damage = `record #${result.seq} follows record #${fileSeq} at byte ${journal.offset + position}`;
-        break;
-      }
-      if (result.seq > this.lastSeq) {
-        const expected = this.lastSeq + pending.length + 1;
-        if (result.seq !== expected) {
-          damage = `record #${result.seq} follows change #${expected - 1} at byte ${journal.offset + position}`;
-          break;
-        }
-        pending.push({ seq: result.seq, payload: result.payload });
-      }
-      fileSeq = result.seq;
-      position = result.end;
-    }
-    // Apply what is valid before reporting anything after it, so a damage
-    // report keeps every good change.
-    this.applyRecords(pending);
-    journal.offset += position;
-    journal.fileSeq = fileSeq;
-    if (damage !== undefined) throw new JournalDamage(damage);
-    if (stop === undefined || !repair) return;
-    if (stop.kind === 'invalid' && hasValidRecordAfter(bytes, position)) {
-      throw new JournalDamage(`${stop.reason} at byte ${journal.offset}, with valid records after it`);
-    }
-    // A torn tail: a process stopped in the middle of an append, before it
-    // acknowledged the write. Drop it so our own append lands after a valid record.
-    fs.ftruncateSync(journal.fd, journal.offset);
-    fs.fdatasyncSync(journal.fd);
-    this.warn(
-      `Forge dropped ${bytes.length - position} bytes of an unfinished write at the end of ${this.files.journal} ` +
-        `(${stop.reason}); a process stopped while writing. No acknowledged change was lost.`,
-    );
-  }
-
-  /** Applies complete records in one SQLite transaction, so readers never observe half of a batch. */
-  private applyRecords(records: readonly PendingRecord[]): void {
-    if (records.length === 0) return;
-    const last = records[records.length - 1]!;
-    let current: PendingRecord | undefined;
-    this.setWritable(true);
-    this.execSimple('BEGIN');
-    try {
-      for (current of records) {
-        for (const [sql, params] of decodeStatements(current.payload)) this.execRun(sql, params);
-      }
-      this.execRun(`UPDATE forge_meta SET value = ? WHERE key = 'last_seq'`, [last.seq]);
-      this.execSimple('COMMIT');
-    } catch (error) {
-      this.rollbackQuietly();
-      throw new ForgeDatabaseError(
-        'replay_failed',
-        this.files.journal,
-        `Forge could not apply change #${current?.seq ?? '?'} from ${this.files.journal}: ${errorMessage(error)}. ` +
-          `This happens when Forge versions with different database schemas share the data folder; update Forge in ` +
-          `every VS Code window and the CLI to the same version.`,
-        { cause: error },
-      );
-    } finally {
-      this.setWritable(false);
-    }
-    this.lastSeq = last.seq;
-  }
-
-  private journalMissingLocked(): void {
-    // Someone deleted the journal. Our memory holds every change, so write it
-    // all to a fresh snapshot rather than lose what only the journal had.
-    this.warn(`Forge's journal ${this.files.journal} disappeared; Forge rewrote the database from memory.`);
-    this.writeSnapshotSyncLocked();
-    this.replaceJournalLocked(this.lastSeq, Buffer.alloc(0));
-  }
-
-  /**
-   * Damage in the middle of the journal (a bad record followed by valid ones,
-   * a sequence gap, a shrunken file). Everything before it has been applied:
-   * keep that in a fresh snapshot, move the journal aside (never delete it)
-   * and report. The connection stays consistent and usable.
-   */
-  private handleJournalDamageLocked(reason: string): never {
-    this.writeSnapshotSyncLocked();
-    const moved = this.moveAside(this.files.journal);
-    this.replaceJournalLocked(this.lastSeq, Buffer.alloc(0));
-    throw new ForgeDatabaseError(
-      'corrupt',
-      this.files.journal,
-      `Forge found damage in its journal ${this.files.journal}: ${reason}. Forge kept every change before the damage ` +
-        `(up to change #${this.lastSeq}) in ${this.files.snapshot} and moved the journal to ${moved}; changes after the ` +
-        `damage are only in that moved file. Forge will open normally next time; keep the moved file if you need to investigate.`,
-      { movedTo: [moved] },
-    );
-  }
-
-  private writeSnapshotSyncLocked(): void {
-    const bytes = this.requireDb().export();
-    const temp = tempFilePath(this.files.snapshot, randomBytes(4).toString('hex'));
-    try {
-      writeFileDurablySync(temp, bytes);
-      fs.renameSync(temp, this.files.snapshot);
-      fsyncDirectory(this.files.directory);
-    } catch (error) {
-      unlinkQuietly(temp);
-      throw describeFileSystemError(error, this.files.snapshot, 'write') ?? error;
-    }
-    this.snapshotBytes = bytes.length;
-  }
-
   // ---------------------------------------------------------------- writing
 
   private writeLocked<T>(fn: (tx: SqlExecutor) => T): T {
     const recorder: JournalStatement[] = [];
     this.recorder = recorder;
-    this.execSimple('BEGIN');
+    this.sql.execSimple('BEGIN');
     this.sqlTransactionOpen = true;
     try {
       const result = fn(this.tx);
@@ -902,23 +324,24 @@ class JournaledDatabase implements ForgeDatabase {
         );
       }
       if (recorder.length === 0) {
-        this.execSimple('COMMIT');
+        this.sql.execSimple('COMMIT');
         this.sqlTransactionOpen = false;
         return result;
       }
       const seq = this.lastSeq + 1;
-      this.setWritable(true);
+      this.sql.setWritable(true);
       try {
-        this.execRun(`UPDATE forge_meta SET value = ? WHERE key = 'last_seq'`, [seq]);
+        this.sql.execRun(`UPDATE forge_meta SET value = ? WHERE key = 'last_seq'`, [seq]);
       } finally {
-        this.setWritable(false);
+        this.sql.setWritable(false);
       }
       // Durable first, then visible: if the append fails, the transaction rolls back and nothing happened.
       this.appendRecordLocked(seq, encodeStatements(recorder));
       try {
-        this.execSimple('COMMIT');
+        this.sql.execSimple('COMMIT');
         this.sqlTransactionOpen = false;
         this.lastSeq = seq;
+        this.wrote = true;
       } catch {
         // The record is on disk but sql.js failed to commit it (out of memory):
         // rebuild from disk, which applies it, so memory matches what was acknowledged.
@@ -928,7 +351,7 @@ class JournaledDatabase implements ForgeDatabase {
       return result;
     } catch (error) {
       if (this.sqlTransactionOpen) {
-        this.rollbackQuietly();
+        this.sql.rollbackQuietly();
         this.sqlTransactionOpen = false;
       }
       throw error;
@@ -941,12 +364,12 @@ class JournaledDatabase implements ForgeDatabase {
     const recorder = this.recorder;
     if (recorder === null) return this.run(sql, params);
     const bound = normaliseParams(sql, params);
-    this.setWritable(true);
+    this.sql.setWritable(true);
     let result: RunResult;
     try {
-      result = this.execRun(sql, bound);
+      result = this.sql.execRun(sql, bound);
     } finally {
-      this.setWritable(false);
+      this.sql.setWritable(false);
     }
     recorder.push([sql, bound]); // only statements that succeeded: a failed one changed nothing
     return result;
@@ -977,7 +400,7 @@ class JournaledDatabase implements ForgeDatabase {
   }
 
   private scheduleCompactionIfDue(): void {
-    if (!this.autoCompact || this.closed || this.compaction !== null || this.compactionTimer !== null || this.journal === null) return;
+    if (!this.autoCompact || !this.wrote || this.closed || this.compaction !== null || this.compactionTimer !== null || this.journal === null) return;
     if (this.journal.offset - JOURNAL_HEADER_BYTES < this.compactionThreshold()) return;
     this.compactionTimer = setImmediate(() => {
       this.compactionTimer = null;
@@ -999,7 +422,7 @@ class JournaledDatabase implements ForgeDatabase {
       const journal = this.currentJournal();
       if (journal.offset === JOURNAL_HEADER_BYTES && journal.baseSeq === this.lastSeq) return; // nothing to fold in
       seq = this.lastSeq;
-      image = this.requireDb().export();
+      image = this.sql.requireDb().export();
       cut = { ino: journal.ino, offset: journal.offset };
     } finally {
       this.lock.release();
@@ -1029,7 +452,7 @@ class JournaledDatabase implements ForgeDatabase {
         unlinkQuietly(tempSnapshot); // another process installed a snapshot at least as recent
         return;
       }
-      const tailStart = journal.ino === cut.ino ? cut.offset : this.findRecordAfter(journal, seq);
+      const tailStart = journal.ino === cut.ino ? cut.offset : findRecordAfter(journal, seq);
       const tail = readRange(journal.fd, tailStart, journal.offset);
       fs.renameSync(tempSnapshot, this.files.snapshot);
       fsyncDirectory(this.files.directory);
@@ -1044,97 +467,11 @@ class JournaledDatabase implements ForgeDatabase {
     }
   }
 
-  /** Offset of the first record with a sequence above `seq` in an already validated journal. */
-  private findRecordAfter(journal: JournalHandle, seq: number): number {
-    const bytes = readRange(journal.fd, JOURNAL_HEADER_BYTES, journal.offset);
-    let position = 0;
-    for (;;) {
-      const result = readRecordAt(bytes, position);
-      if (result.kind !== 'record' || result.seq > seq) return JOURNAL_HEADER_BYTES + position;
-      position = result.end;
-    }
-  }
-
   // ---------------------------------------------------------------- sql.js access
 
   private assertOpen(): void {
-    if (this.closed || this.db === null) {
+    if (this.closed || !this.sql.isOpen) {
       throw new ForgeDatabaseError('closed', this.path, `The Forge database ${this.path} was used after it was closed.`);
-    }
-  }
-
-  private requireDb(): Database {
-    if (this.db === null) throw new ForgeDatabaseError('closed', this.path, `The Forge database ${this.path} is not open.`);
-    return this.db;
-  }
-
-  private prepared(sql: string): Statement {
-    let statement = this.statements.get(sql);
-    if (statement === undefined) {
-      statement = this.requireDb().prepare(sql);
-      if (this.statements.size >= STATEMENT_CACHE_LIMIT) {
-        const [oldestSql, oldest] = this.statements.entries().next().value as [string, Statement];
-        oldest.free();
-        this.statements.delete(oldestSql);
-      }
-      this.statements.set(sql, statement);
-    }
-    return statement;
-  }
-
-  private execRows<T extends object>(sql: string, params: readonly JournalValue[]): T[] {
-    const statement = this.prepared(sql);
-    const rows: T[] = [];
-    try {
-      statement.bind(params as JournalValue[]);
-      while (statement.step()) rows.push(statement.getAsObject() as T);
-    } finally {
-      statement.reset();
-    }
-    return rows;
-  }
-
-  private execRun(sql: string, params: readonly JournalValue[]): RunResult {
-    const statement = this.prepared(sql);
-    try {
-      statement.bind(params as JournalValue[]);
-      while (statement.step()) {
-        // drain RETURNING rows, if any
-      }
-    } finally {
-      statement.reset();
-    }
-    const db = this.requireDb();
-    const changes = db.getRowsModified();
-    const rowid = this.prepared('SELECT last_insert_rowid()');
-    let lastInsertRowid = 0;
-    try {
-      if (rowid.step()) lastInsertRowid = Number(rowid.get()[0]);
-    } finally {
-      rowid.reset();
-    }
-    return { changes, lastInsertRowid };
-  }
-
-  private execSimple(sql: string): void {
-    const statement = this.prepared(sql);
-    try {
-      statement.step();
-    } finally {
-      statement.reset();
-    }
-  }
-
-  /** `query_only` stays on except around journaled writes, so a write slipped into query()/get() fails loudly. */
-  private setWritable(writable: boolean): void {
-    this.execSimple(writable ? 'PRAGMA query_only = 0' : 'PRAGMA query_only = 1');
-  }
-
-  private rollbackQuietly(): void {
-    try {
-      this.execSimple('ROLLBACK');
-    } catch {
-      // SQLite may already have rolled back (e.g. out of memory); nothing left to undo
     }
   }
 }
@@ -1147,6 +484,20 @@ export async function openForgeDatabase(options: OpenForgeDatabaseOptions): Prom
   const files = databaseFiles(options.path);
   assertDatabasePathFits(files.snapshot);
   const sqlJs = await loadSqlJs(options);
+  if (options.readOnly === true) {
+    const readOnly = new ReadOnlyDatabase(sqlJs, files, {
+      warn: options.onWarning ?? ((message: string) => process.emitWarning(message, 'ForgeDatabaseWarning')),
+      migrations: options.migrations ?? FORGE_MIGRATIONS,
+      now: options.now ?? Date.now,
+    });
+    try {
+      readOnly.open();
+    } catch (error) {
+      await readOnly.close();
+      throw error;
+    }
+    return readOnly;
+  }
   try {
     fs.mkdirSync(files.directory, { recursive: true });
   } catch (error) {

@@ -13,8 +13,8 @@ export type ForgeDatabaseErrorCode =
   | 'readonly'
   /** The database path (or a file name derived from it) exceeds the platform's limits. */
   | 'path_too_long'
-  /** Another process held the cross-process lock for longer than the lock timeout. */
-  | 'locked_timeout'
+  /** A live process held the cross-process lock without a break for far longer than any write takes (stuck). */
+  | 'lock_stuck'
   /** The database was written by a newer Forge whose schema this version does not know. */
   | 'newer_schema'
   /** A schema migration failed; the database stays at the previous version. */
@@ -47,6 +47,16 @@ export class ForgeDatabaseError extends Error {
     this.filePath = filePath;
     this.movedTo = options.movedTo ?? [];
   }
+}
+
+/** The database holds schema changes this Forge does not know (`unknownIds`). */
+export function newerSchemaError(databasePath: string, unknownIds: readonly number[]): ForgeDatabaseError {
+  return new ForgeDatabaseError(
+    'newer_schema',
+    databasePath,
+    `The database ${databasePath} was updated by a newer version of Forge (schema changes ${unknownIds.join(', ')} ` +
+      `are unknown to this version). Update Forge in every VS Code window and the CLI to the latest version.`,
+  );
 }
 
 export function isForgeDatabaseError(

@@ -119,6 +119,17 @@ export function readRecordAt(buf: Uint8Array, offset: number): RecordReadResult 
   return { kind: 'record', seq, payload: view.subarray(offset + RECORD_HEADER_BYTES, crcAt), end: offset + total };
 }
 
+/** The sequence number and total size a record header at `offset` announces (even if the record is cut short), if one is there. */
+export function peekRecordHeader(buf: Uint8Array, offset: number): { seq: number; totalBytes: number } | undefined {
+  if (buf.length - offset < RECORD_HEADER_BYTES) return undefined;
+  const view = Buffer.from(buf.buffer, buf.byteOffset, buf.length);
+  if (view.readUInt32LE(offset) !== RECORD_MAGIC) return undefined;
+  return {
+    seq: view.readUInt32LE(offset + 8) * TWO_POW_32 + view.readUInt32LE(offset + 12),
+    totalBytes: RECORD_OVERHEAD_BYTES + view.readUInt32LE(offset + 4),
+  };
+}
+
 /**
  * Whether any valid record starts somewhere after `from`. Distinguishes a torn
  * tail (garbage only at the end: normal after a crash mid-append) from damage

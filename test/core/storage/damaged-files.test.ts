@@ -118,6 +118,31 @@ describe('storage: damaged and unusable files', function () {
     assert.equal(error.movedTo.length, 1);
   });
 
+  it('replays a valid journal onto an empty (zero-length) database file: an empty file is no snapshot yet', async () => {
+    const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
+    for (const key of ['a', 'b', 'c']) writeValue(db, key);
+    await db.close();
+    const journal = `${data.dbPath}.journal`;
+    const journalBytes = fs.readFileSync(journal);
+    fs.writeFileSync(data.dbPath, Buffer.alloc(0));
+
+    const warnings = collectWarnings();
+    const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning, autoCompact: false });
+    assert.deepEqual(keys(reopened), ['a', 'b', 'c'], 'every change of the journal is there');
+    assert.equal(reopened.schemaVersion(), LATEST_SCHEMA_VERSION);
+    assert.deepEqual(warnings.messages, []);
+    assert.deepEqual(movedFiles(data.dir), [], 'nothing was moved aside');
+    assert.deepEqual(fs.readFileSync(journal), journalBytes, 'the journal is kept as it was');
+    writeValue(reopened, 'd');
+    await reopened.compact();
+    await reopened.close();
+
+    const again = await openForgeDatabase({ path: data.dbPath });
+    assert.deepEqual(keys(again), ['a', 'b', 'c', 'd']);
+    await again.close();
+    assert.ok(fs.statSync(data.dbPath).size > 0, 'the compaction wrote a real snapshot');
+  });
+
   it('drops a torn journal tail (a crash mid-append) with a warning and keeps everything before it', async () => {
     const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
     for (const key of ['a', 'b', 'c']) writeValue(db, key);
@@ -126,20 +151,71 @@ describe('storage: damaged and unusable files', function () {
     const records = recordOffsets(journal);
     const last = records[records.length - 1]!;
     fs.truncateSync(journal, last.end - 7); // the last record lost its checksum and some payload
+    // What a crash mid-append leaves: the writer's lock, held by a process that is gone.
+    const dead = spawnStorageChild('storage-worker.ts', ['no-such-mode']);
+    await dead.exited;
+    fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: dead.process.pid, host: os.hostname(), token: 'dead', startTime: null }));
 
     const warnings = collectWarnings();
     const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     assert.deepEqual(keys(reopened), ['a', 'b']);
-    assert.equal(warnings.messages.length, 1);
-    assert.match(warnings.messages[0]!, new RegExp(`unfinished write at the end of ${escape(journal)}.*No acknowledged change was lost`));
+    assert.equal(warnings.messages.length, 2, warnings.messages.join('\n'));
+    assert.match(warnings.messages[0]!, /removed the lock/);
+    assert.match(
+      warnings.messages[1]!,
+      new RegExp(
+        `unfinished write at the end of ${escape(journal)}: the last ${last.end - 7 - last.start} bytes of the journal, ` +
+          `from byte ${last.start} on, cannot be read .*Process ${dead.process.pid} died while writing it.*No acknowledged change was lost`,
+      ),
+    );
     assert.equal(fs.statSync(journal).size, last.start, 'the torn bytes were cut off');
     writeValue(reopened, 'd'); // appends after the last valid record
     await reopened.close();
 
     const again = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     assert.deepEqual(keys(again), ['a', 'b', 'd']);
-    assert.equal(warnings.messages.length, 1, 'no new warning');
+    assert.equal(warnings.messages.length, 2, 'no new warning');
     await again.close();
+  });
+
+  it('a journal cut short with no writer dying is damage: read-write open keeps the good changes, keeps the cut file and names what is lost', async () => {
+    await databaseWithCompactedSnapshot(['a']);
+    const db = await openForgeDatabase({ path: data.dbPath, autoCompact: false });
+    const written = ['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
+    for (const key of written) writeValue(db, key);
+    const lastSeqBefore = db.diagnostics().lastSeq;
+    await db.close();
+    const journal = `${data.dbPath}.journal`;
+    const records = recordOffsets(journal);
+    assert.equal(records.length, written.length);
+    const cutRecord = records[4]!; // 'f': 'b'..'e' stay whole
+    const cutAt = cutRecord.start + Math.floor((cutRecord.end - cutRecord.start) / 2);
+    fs.truncateSync(journal, cutAt);
+    const cut = fs.readFileSync(journal);
+    const firstLost = lastSeqBefore - written.length + 5;
+
+    const warnings = collectWarnings();
+    const error = await expectError(openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning }), 'corrupt');
+    assert.match(
+      error.message,
+      new RegExp(
+        `damage in its journal ${escape(journal)}: the last ${cutAt - cutRecord.start} bytes of the journal, from byte ` +
+          `${cutRecord.start} on, cannot be read \\(they are the first ${cutAt - cutRecord.start} of the ` +
+          `${cutRecord.end - cutRecord.start} bytes of change #${firstLost}\\), and no Forge process died while writing it`,
+      ),
+    );
+    assert.match(error.message, new RegExp(`kept every change before the damage \\(up to change #${firstLost - 1}\\)`));
+    assert.match(error.message, new RegExp(`change #${firstLost} and any change after it are lost from the database`));
+    assert.match(error.message, /loops they changed may show an older state/);
+    assert.doesNotMatch(error.message, /No acknowledged change was lost/);
+    assert.deepEqual(warnings.messages, []);
+    assert.equal(error.movedTo.length, 1);
+    assert.deepEqual(fs.readFileSync(error.movedTo[0]!), cut, 'the cut journal is kept byte for byte, unread tail included');
+
+    const reopened = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
+    assert.deepEqual(keys(reopened), ['a', 'b', 'c', 'd', 'e']);
+    await reopened.close();
+    assert.deepEqual(warnings.messages, [], 'opens normally next time');
   });
 
   it('treats a journal truncated into its header as damaged: moved aside, snapshot kept', async () => {
@@ -247,13 +323,13 @@ describe('storage: damaged and unusable files', function () {
     assert.deepEqual(fs.readdirSync(data.dir), []);
   });
 
-  it('times out with a clear error while a live process holds the lock', async () => {
+  it('reports a live holder that keeps the lock without a break as stuck, naming its pid', async () => {
     await (await openForgeDatabase({ path: data.dbPath })).close();
-    // The test process itself plays the other process: alive, same host.
+    // The test process itself plays the other process: alive, same host, never releasing.
     fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: process.pid, host: os.hostname(), token: 'other', startTime: null }));
-    const error = await expectError(openForgeDatabase({ path: data.dbPath, lockTimeoutMs: 300 }), 'locked_timeout');
-    assert.match(error.message, new RegExp(`waited 0 s for the database lock ${escape(data.dbPath)}\\.lock, held by process ${process.pid}`));
-    assert.match(error.message, /If no other Forge process is running, delete /);
+    const error = await expectError(openForgeDatabase({ path: data.dbPath, lockStuckAfterMs: 300 }), 'lock_stuck');
+    assert.match(error.message, new RegExp(`waited 0\\.\\d s for the database lock ${escape(data.dbPath)}\\.lock: process ${process.pid} is alive and has held it without a break`));
+    assert.match(error.message, new RegExp(`kill ${process.pid}`));
     fs.unlinkSync(`${data.dbPath}.lock`);
   });
 
@@ -264,7 +340,7 @@ describe('storage: damaged and unusable files', function () {
     const deadPid = dead.process.pid!;
     fs.writeFileSync(`${data.dbPath}.lock`, JSON.stringify({ pid: deadPid, host: os.hostname(), token: 'dead', startTime: null }));
     const warnings = collectWarnings();
-    const db = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning, lockTimeoutMs: 2_000 });
+    const db = await openForgeDatabase({ path: data.dbPath, onWarning: warnings.onWarning });
     writeValue(db, 'after-takeover');
     assert.deepEqual(keys(db), ['after-takeover']);
     await db.close();
