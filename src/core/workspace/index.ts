@@ -4,11 +4,15 @@ export { createGitRunner, type GitResult, type GitRunner, type GitRunnerOptions,
 export {
   FALLBACK_LOOP_NAME,
   LOOP_NAME_MAX_LENGTH,
+  chooseLoopName,
+  explicitLoopName,
   isLoopName,
   loopNameFromPlan,
   slugifyLoopName,
   uniqueLoopName,
   validateLoopName,
+  type ChosenLoopName,
+  type LoopNameSource,
   type LoopNameValidation,
 } from './loop-name';
 export { canonicalPath, inspectRepository, type RepositoryInfo } from './repository';
