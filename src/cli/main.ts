@@ -18,17 +18,27 @@ import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from '.
 const out = (line: string) => process.stdout.write(line + '\n');
 const err = (line: string) => process.stderr.write(line + '\n');
 
-function cliSettings(cmd: CliCommand): ForgeSettings {
-  let fromEnv: Record<string, unknown> = {};
-  if (process.env.FORGE_SETTINGS) {
-    try {
-      fromEnv = JSON.parse(process.env.FORGE_SETTINGS);
-    } catch (error) {
-      throw new UsageError(`FORGE_SETTINGS is not valid JSON (${(error as Error).message}). Give an object such as {"forge.loop.maxIterations": 5}.`);
-    }
+const SETTINGS_EXAMPLE = `FORGE_SETTINGS='{"forge.loop.maxIterations": 5, "forge.sandbox.enabled": true}'`;
+
+/** `FORGE_SETTINGS` as the object of settings it must be; anything else is bad input. */
+function parseSettingsVariable(text: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`FORGE_SETTINGS is not valid JSON (${(error as Error).message}). It must be a JSON object of forge.* settings, for example ${SETTINGS_EXAMPLE}`);
   }
-  const { settings, problems } = resolveSettings((key: SettingKey) => fromEnv[key]);
-  for (const p of problems) err(`forge: ${p.message}`);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    const got = parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`;
+    throw new UsageError(`FORGE_SETTINGS must be a JSON object of forge.* settings, not ${got} (${JSON.stringify(parsed)}). For example ${SETTINGS_EXAMPLE}`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+function cliSettings(cmd: CliCommand): ForgeSettings {
+  const fromEnv = process.env.FORGE_SETTINGS ? parseSettingsVariable(process.env.FORGE_SETTINGS) : {};
+  const { settings, problems } = resolveSettings((key: SettingKey) => fromEnv[key], Object.keys(fromEnv));
+  for (const p of problems) err(`forge: warning: ${p.message}`);
   if ((cmd.command === 'run' || cmd.command === 'goal') && cmd.merge) settings['forge.loop.merge'] = cmd.merge;
   return settings;
 }

@@ -87,8 +87,9 @@ export function createCliRunner(options: CliRunnerOptions): CliRunner {
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
       ...options.env,
-      ...(extra.env ?? {}),
       FORGE_SETTINGS: JSON.stringify(settings),
+      // After FORGE_SETTINGS: a test may hand over a raw (malformed) value.
+      ...(extra.env ?? {}),
       [RUN_MARKER_VARIABLE]: runMarker,
       [PROCESS_MARKER_VARIABLE]: marker,
     };
