@@ -25,7 +25,10 @@ import {
   loopTeardownMessage,
   slugifyLoopName,
   uniqueLoopName,
+  workingTreeChangesNotice,
+  type InspectRepositoryOptions,
   type MergeMode,
+  type RepositoryInfo,
   type WorktreeService,
 } from '../workspace';
 import { isProcessAlive } from '../storage/cross-process-lock';
@@ -115,9 +118,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
   }
 
-  async function projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; gitCommonDir: string; headCommit: string; currentBranch: string | null }> {
+  async function projectOf(repoPath: string, inspect: InspectRepositoryOptions = {}): Promise<RepositoryInfo & { projectId: string }> {
     try {
-      const info = await deps.worktrees.inspectRepository(repoPath);
+      const info = await deps.worktrees.inspectRepository(repoPath, inspect);
       return { projectId: projectIdFor(info.gitCommonDir), ...info };
     } catch (error) {
       if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
@@ -237,11 +240,14 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     } else {
       desired = slugifyLoopName(request.goal!.split(/\s+/).slice(0, 6).join(' '));
     }
-    const project = await projectOf(request.repoPath);
+    const project = await projectOf(request.repoPath, { workingTreeChanges: true });
     const defaults = deps.defaultModels ? await deps.defaultModels() : { model: null, auditorModel: null, notice: null };
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
     const notices = [...nameNotices, ...(plan?.notices ?? [])];
+    // The worktree starts from HEAD: say so when the user's own working tree holds more.
+    const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
+    if (uncommitted) notices.push(uncommitted);
     if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
     // Safe by default: sandboxed wherever a driver works; unconfined only when allowed, and said.
     const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });

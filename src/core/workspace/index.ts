@@ -15,7 +15,15 @@ export {
   type LoopNameSource,
   type LoopNameValidation,
 } from './loop-name';
-export { canonicalPath, inspectRepository, type RepositoryInfo } from './repository';
+export {
+  canonicalPath,
+  countWorkingTreeChanges,
+  inspectRepository,
+  workingTreeChangesNotice,
+  type InspectRepositoryOptions,
+  type RepositoryInfo,
+  type WorkingTreeChanges,
+} from './repository';
 export { WorkspaceError, isWorkspaceError, type WorkspaceErrorCode } from './workspace-error';
 export {
   DEFAULT_ARTEFACT_DIRS,

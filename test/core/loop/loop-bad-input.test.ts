@@ -177,4 +177,30 @@ describe('bad input: a clear message, nothing created or lost', function () {
       }
     }
   });
+
+  it('uncommitted and untracked files in the repository: the start says they are not in the loop, with counts and the start commit', async () => {
+    h.model.setHandler(sessionScript(() => [hang]).handler);
+    const head = (await h.repo.git('rev-parse', 'HEAD')).trim();
+    await writeFile(join(h.repo.dir, 'README.md'), 'changed, not committed\n');
+    await writeFile(join(h.repo.dir, 'notes.txt'), 'untracked\n');
+    await writeFile(join(h.repo.dir, 'todo.txt'), 'untracked\n');
+    try {
+      const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'tidy up', name: 'dirty' });
+      await h.engine.runtime.cancel(started);
+      await h.engine.runtime.waitForEnd(started);
+      const branch = (await h.repo.git('symbolic-ref', '--short', 'HEAD')).trim();
+      const repoDir = h.engine.runtime.get(started)!.repoDir!;
+      assert.deepEqual(started.notices, [
+        `1 file with uncommitted changes and 2 untracked files in ${repoDir} are not part of the loop: it starts from HEAD ${head.slice(0, 7)} (${branch}). Commit them, or stash them with git stash --include-untracked, first if the loop needs them.`,
+      ]);
+      const event = h.events.find((e) => e.type === 'loop.started' && e.loop.name === 'dirty');
+      assert.deepEqual(event?.type === 'loop.started' && event.notices, started.notices, 'the started event carries it (the CLI prints it, VS Code shows it)');
+      // The loop indeed got HEAD, not the working tree.
+      assert.equal((await h.repo.git('rev-parse', 'forge/dirty')).trim(), head);
+    } finally {
+      await h.repo.git('checkout', '--', 'README.md');
+      await rm(join(h.repo.dir, 'notes.txt'));
+      await rm(join(h.repo.dir, 'todo.txt'));
+    }
+  });
 });
