@@ -147,10 +147,11 @@ describe('settings schema', () => {
   });
 
   it('resolveSettings reports the unknown keys among the keys set, and still applies the known ones', () => {
-    const raw: Record<string, unknown> = { 'forge.loop.maxIterations': 4, 'forge.sandbox.enable': true };
+    const enabledByDefault = defaultSettings()['forge.sandbox.enabled'];
+    const raw: Record<string, unknown> = { 'forge.loop.maxIterations': 4, 'forge.sandbox.enable': !enabledByDefault };
     const { settings, problems } = resolveSettings((k) => raw[k], Object.keys(raw));
     assert.equal(settings['forge.loop.maxIterations'], 4);
-    assert.equal(settings['forge.sandbox.enabled'], false);
+    assert.equal(settings['forge.sandbox.enabled'], enabledByDefault, 'the misspelt key is not applied');
     assert.deepEqual(problems.map((p) => [p.key, p.suggestion]), [['forge.sandbox.enable', 'forge.sandbox.enabled']]);
   });
 

@@ -371,7 +371,7 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
       return script.handler(request);
     });
     const a = runner.start(['run', planPath, '--model', MOCK_MODEL]);
-    await a.waitForLine((l) => l === `[${LOOP}] started`);
+    await a.waitForLine((l) => l.startsWith(`[${LOOP}] started`));
     a.closeStdout();
     stdoutClosed.resolve();
 
@@ -398,7 +398,7 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
       return script.handler(request);
     });
     const a = runner.start(['run', planPath, '--model', MOCK_MODEL], { env: { FORGE_LOG: 'debug' } });
-    await a.waitForLine((l) => l === `[${LOOP}] started`);
+    await a.waitForLine((l) => l.startsWith(`[${LOOP}] started`));
     a.closeStdout();
     a.closeStderr();
     closed.resolve();
