@@ -45,10 +45,13 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
 
   const settings = disposable(
     createSettingsAccessor({
-      loadResolver: async () => (await loadCore()).resolveSettings,
+      loadResolver: async () => {
+        const core = await loadCore();
+        return (read, forgeSection) => core.resolveSettings(read, core.flattenSettingKeys('forge', forgeSection));
+      },
       log: log.child('settings'),
       report: (problem) => void notifier.warn(problem.message, 'Open Settings').then((choice) => {
-        if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', problem.key);
+        if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', problem.suggestion ?? problem.key);
       }),
     }),
   );

@@ -66,7 +66,52 @@ export class UsageError extends Error {
 const MODEL_RE = /^[^/\s]+\/\S+$/;
 const VARIANT_RE = /^[\w.-]+$/;
 
+/** Options that take a value, with what the value is (as USAGE names it). */
+const VALUE_OPTIONS: Readonly<Record<string, string>> = {
+  repo: 'the folder of a git repository',
+  name: 'a loop name',
+  'max-iterations': 'a whole number ≥ 0 (0 = unlimited)',
+  model: 'a PROVIDER/MODEL',
+  'auditor-model': 'a PROVIDER/MODEL',
+  variant: 'a variant name such as high',
+  merge: 'never, fast-forward or merge',
+  'data-dir': 'a folder',
+};
+
+/**
+ * Says in Forge's words what node:util's parseArgs would report as "ambiguous" or "missing":
+ * an option that takes a value followed by nothing, or by something that looks like an option
+ * (`--name -rf`, `--max-iterations -1`). `--name=-rf` stays possible for a value that starts
+ * with "-". Stops at "--", after which everything is a positional argument.
+ */
+function checkOptionValues(argv: readonly string[]): void {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return;
+    const option = /^--([a-z-]+)$/.exec(arg)?.[1];
+    if (option === undefined || !(option in VALUE_OPTIONS)) continue;
+    const value = argv[i + 1];
+    if (value === undefined) throw new UsageError(`--${option} needs a value: ${VALUE_OPTIONS[option]}.`);
+    if (value.startsWith('-')) {
+      if (option === 'max-iterations') throw new UsageError(`--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "${value}".`);
+      throw new UsageError(`--${option} needs a value (${VALUE_OPTIONS[option]}), but "${value}" looks like an option. Write --${option}=${value} if you mean it as the value.`);
+    }
+    i++;
+  }
+}
+
+/** node:util's parseArgs errors in Forge's words (what is wrong, and where the options are listed). */
+function parseArgsMessage(error: Error & { code?: string }): string {
+  const option = /'(-[^' ]+)/.exec(error.message)?.[1];
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) return `Unknown option ${option}. "forge --help" lists the options.`;
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /does not take an argument/.test(error.message)) {
+    return `${option} takes no value (it is a switch): write ${option} alone.`;
+  }
+  return error.message;
+}
+
 export function parseCli(argv: readonly string[], cwd: string): CliCommand {
+  checkOptionValues(argv);
   let parsed;
   try {
     parsed = parseArgs({
@@ -90,7 +135,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       },
     });
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(parseArgsMessage(e as Error & { code?: string }));
   }
   const { values: v, positionals } = parsed;
   const [command, ...rest] = positionals;

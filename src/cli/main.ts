@@ -15,20 +15,57 @@ import { EXIT, exitCodeFor, parseCli, USAGE, UsageError, type CliCommand } from 
 import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
 import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from './format';
 
-const out = (line: string) => process.stdout.write(line + '\n');
-const err = (line: string) => process.stderr.write(line + '\n');
+/**
+ * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
+ * `forge run … | head -2` closes the pipe after two lines (EPIPE on the next write), a closed
+ * terminal gives EIO. `| head` is a way to look at the start of the output, not a request to
+ * stop, so the loop goes on to its end under this process's supervision with its output dropped,
+ * and the exit code still tells how it ended. A closed terminal also sends SIGHUP, which cancels
+ * the loop cleanly like Ctrl-C (see runLoop).
+ */
+const closedOutputs = new Set<NodeJS.WriteStream>();
+function outputClosed(stream: NodeJS.WriteStream): void {
+  if (closedOutputs.has(stream)) return;
+  closedOutputs.add(stream);
+  if (stream === process.stdout) {
+    err('forge: standard output was closed; what follows is dropped. A running loop goes on to its end (the exit code tells how it ended; Ctrl-C cancels it).');
+  }
+}
+function writeLine(stream: NodeJS.WriteStream, line: string): void {
+  if (closedOutputs.has(stream)) return;
+  try {
+    stream.write(line + '\n');
+  } catch {
+    outputClosed(stream);
+  }
+}
+// Write errors arrive as 'error' events; without a listener each would be an uncaught exception.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => outputClosed(stream));
+
+const out = (line: string) => writeLine(process.stdout, line);
+const err = (line: string) => writeLine(process.stderr, line);
+
+const SETTINGS_EXAMPLE = `FORGE_SETTINGS='{"forge.loop.maxIterations": 5, "forge.sandbox.enabled": true}'`;
+
+/** `FORGE_SETTINGS` as the object of settings it must be; anything else is bad input. */
+function parseSettingsVariable(text: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`FORGE_SETTINGS is not valid JSON (${(error as Error).message}). It must be a JSON object of forge.* settings, for example ${SETTINGS_EXAMPLE}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    const got = parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`;
+    throw new UsageError(`FORGE_SETTINGS must be a JSON object of forge.* settings, not ${got} (${JSON.stringify(parsed)}). For example ${SETTINGS_EXAMPLE}`);
+  }
+  return parsed as Record<string, unknown>;
+}
 
 function cliSettings(cmd: CliCommand): ForgeSettings {
-  let fromEnv: Record<string, unknown> = {};
-  if (process.env.FORGE_SETTINGS) {
-    try {
-      fromEnv = JSON.parse(process.env.FORGE_SETTINGS);
-    } catch (error) {
-      throw new UsageError(`FORGE_SETTINGS is not valid JSON (${(error as Error).message}). Give an object such as {"forge.loop.maxIterations": 5}.`);
-    }
-  }
-  const { settings, problems } = resolveSettings((key: SettingKey) => fromEnv[key]);
-  for (const p of problems) err(`forge: ${p.message}`);
+  const fromEnv = process.env.FORGE_SETTINGS ? parseSettingsVariable(process.env.FORGE_SETTINGS) : {};
+  const { settings, problems } = resolveSettings((key: SettingKey) => fromEnv[key], Object.keys(fromEnv));
+  for (const p of problems) err(`forge: warning: ${p.message}`);
   if ((cmd.command === 'run' || cmd.command === 'goal') && cmd.merge) settings['forge.loop.merge'] = cmd.merge;
   return settings;
 }
@@ -94,15 +131,16 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
       process.exit(EXIT.cancelled);
     }
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  // SIGHUP: the terminal was closed; cancel cleanly as for Ctrl-C rather than die leaving the
+  // loop marked running without a supervisor.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, onSignal);
   try {
     const end = await engine.runtime.waitForEnd(ref);
     if (end.type === 'loop.supervision_lost') return EXIT.supervisionLost;
     return exitCodeFor(end.reason);
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    for (const signal of signals) process.off(signal, onSignal);
     unsubscribe();
     unsubscribe = () => true;
   }

@@ -5,7 +5,7 @@
  * file (and of src/core) may appear anywhere else in src/vscode; `loadCoreModule` loads it.
  */
 export { createForgeEngine } from '../core/engine';
-export { resolveSettings } from '../core/config/settings';
+export { flattenSettingKeys, resolveSettings } from '../core/config/settings';
 export { resolveDataDir } from '../core/workspace/data-dir';
 export { LoopRuntimeError } from '../core/loop/runtime-types';
 export { resolveOpencodeBinary } from '../core/opencode/server-process';

@@ -2,8 +2,12 @@ import * as vscode from 'vscode';
 import type { ForgeSettings, SettingKey, SettingProblem } from '../core/config/settings';
 import type { ForgeLog } from './log';
 
-/** `resolveSettings` of src/core/config/settings.ts (loaded lazily: its validator is large). */
-export type ResolveSettings = (read: (key: SettingKey) => unknown) => { settings: ForgeSettings; problems: SettingProblem[] };
+/**
+ * `resolveSettings` of src/core/config/settings.ts (loaded lazily: its validator is large), given
+ * the `forge` configuration section too, whose keys the user set beyond Forge's own settings (a
+ * typo such as forge.loop.maxIteration) are reported with the nearest known key.
+ */
+export type ResolveSettings = (read: (key: SettingKey) => unknown, forgeSection: unknown) => { settings: ForgeSettings; problems: SettingProblem[] };
 
 /**
  * The one typed accessor over `forge.*` settings. Values are validated by the engine's
@@ -45,7 +49,9 @@ export function createSettingsAccessor(deps: SettingsAccessorDeps): SettingsAcce
   let current: ForgeSettings | undefined;
 
   const validate = (resolve: ResolveSettings): ForgeSettings => {
-    const { settings, problems } = resolve(readExplicit);
+    // The section object holds every forge.* value (defaults merged): its own keys list what the
+    // user set beyond the declared settings.
+    const { settings, problems } = resolve(readExplicit, vscode.workspace.getConfiguration('forge'));
     for (const problem of problems) {
       const id = `${problem.key}=${JSON.stringify(problem.value)}`;
       if (reported.has(id)) continue;

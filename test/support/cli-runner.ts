@@ -33,6 +33,10 @@ export interface CliProcess {
   stdoutLines(): string[];
   /** Resolves with the first stdout line (already printed or to come) that matches. */
   waitForLine(predicate: (line: string) => boolean, timeoutMs?: number): Promise<string>;
+  /** Closes the read end of the CLI's stdout pipe (as `forge run … | head -2` does after two lines). */
+  closeStdout(): void;
+  /** Closes the read end of the CLI's stderr pipe. */
+  closeStderr(): void;
   /** Signals the CLI's process group (as a terminal's Ctrl-C does). */
   signal(signal: NodeJS.Signals): void;
   /** What the process printed, for assertion messages. */
@@ -87,8 +91,9 @@ export function createCliRunner(options: CliRunnerOptions): CliRunner {
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
       ...options.env,
-      ...(extra.env ?? {}),
       FORGE_SETTINGS: JSON.stringify(settings),
+      // After FORGE_SETTINGS: a test may hand over a raw (malformed) value.
+      ...(extra.env ?? {}),
       [RUN_MARKER_VARIABLE]: runMarker,
       [PROCESS_MARKER_VARIABLE]: marker,
     };
@@ -155,6 +160,12 @@ export function createCliRunner(options: CliRunnerOptions): CliRunner {
           });
           lineWaiters.push({ predicate, resolve: done });
         });
+      },
+      closeStdout() {
+        child.stdout!.destroy();
+      },
+      closeStderr() {
+        child.stderr!.destroy();
       },
       signal(sig) {
         try {

@@ -166,9 +166,97 @@ export const settingDescriptors: readonly SettingDescriptor[] = (Object.keys(set
 );
 
 export interface SettingProblem {
-  key: SettingKey;
+  /** The key as the user wrote it: a known setting with a bad value, or an unknown key. */
+  key: string;
   value: unknown;
   message: string;
+  /** For an unknown key: the known setting it most likely meant, if any is close. */
+  suggestion?: SettingKey;
+}
+
+const SETTING_KEYS = Object.keys(settingSpecs) as SettingKey[];
+const KNOWN_KEYS: ReadonlySet<string> = new Set(SETTING_KEYS);
+
+export function isSettingKey(key: string): key is SettingKey {
+  return KNOWN_KEYS.has(key);
+}
+
+/**
+ * Edit distance with adjacent transpositions (optimal string alignment): insertions,
+ * deletions, substitutions and swaps of two neighbours cost 1 each, so `maxIteration`,
+ * `maxIteratoins` and `maxIterationss` are all one edit from `maxIterations`.
+ */
+export function editDistance(a: string, b: string): number {
+  const rows = a.length + 1;
+  const cols = b.length + 1;
+  const d: number[][] = Array.from({ length: rows }, (_, i) => Array.from({ length: cols }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i < rows; i++) {
+    for (let j = 1; j < cols; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = best;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * The known setting `key` most likely meant: the nearest by edit distance (case-insensitive),
+ * when it is within a third of the key's length past "forge." (at least 2 edits); null when no
+ * setting is that close. Ties go to the first key in declaration order.
+ */
+export function nearestSettingKey(key: string): SettingKey | null {
+  const wanted = key.toLowerCase();
+  const budget = Math.max(2, Math.floor(wanted.replace(/^forge\./, '').length / 3));
+  let best: SettingKey | null = null;
+  let bestDistance = Infinity;
+  for (const known of SETTING_KEYS) {
+    const distance = editDistance(wanted, known.toLowerCase());
+    if (distance < bestDistance) {
+      best = known;
+      bestDistance = distance;
+    }
+  }
+  return bestDistance <= budget ? best : null;
+}
+
+/**
+ * One warning per key that is not a Forge setting: a `forge.*` key Forge does not know (a typo,
+ * a setting of another version), or a key outside `forge.` (FORGE_SETTINGS only holds forge.*
+ * keys). Each names the nearest known key when one is close. Such keys are ignored.
+ */
+export function unknownSettingProblems(keys: Iterable<string>, read: (key: string) => unknown = () => undefined): SettingProblem[] {
+  const problems: SettingProblem[] = [];
+  for (const key of keys) {
+    if (isSettingKey(key)) continue;
+    const inForge = key.startsWith('forge.');
+    // "loop.maxIterations" most likely meant "forge.loop.maxIterations".
+    const suggestion = nearestSettingKey(key) ?? (inForge ? null : nearestSettingKey(`forge.${key}`));
+    const hint = suggestion ? ` Did you mean "${suggestion}"?` : inForge ? ' No Forge setting is close to it; the settings are the forge.* keys of Forge\'s settings page (package.json contributes.configuration).' : '';
+    const what = inForge ? `"${key}" is not a Forge setting and is ignored.` : `"${key}" is ignored: Forge settings are keys starting with "forge.".`;
+    problems.push({ key, value: read(key), message: `Setting ${what}${hint}`, ...(suggestion ? { suggestion } : {}) });
+  }
+  return problems;
+}
+
+/**
+ * The dotted keys under `prefix` of a nested settings object (VS Code's configuration section
+ * `forge` holds `{ loop: { maxIterations: 15, … }, … }`): descends into plain objects, stops at a
+ * known setting, arrays and other values, and skips functions (the section's own get/has/inspect).
+ */
+export function flattenSettingKeys(prefix: string, section: unknown): string[] {
+  const keys: string[] = [];
+  const walk = (path: string, value: unknown) => {
+    if (typeof value === 'function') return;
+    if (isSettingKey(path) || value === null || typeof value !== 'object' || Array.isArray(value)) {
+      keys.push(path);
+      return;
+    }
+    for (const [k, v] of Object.entries(value)) walk(`${path}.${k}`, v);
+  };
+  if (section !== null && typeof section === 'object') for (const [k, v] of Object.entries(section)) walk(`${prefix}.${k}`, v);
+  return keys;
 }
 
 export function defaultSettings(): ForgeSettings {
@@ -179,12 +267,16 @@ export function defaultSettings(): ForgeSettings {
 
 /**
  * Validates raw values (undefined = not set) key by key. A bad value is replaced
- * by its default and reported with the key, the value and what is allowed.
+ * by its default and reported with the key, the value and what is allowed. When the keys the
+ * user set are given (`setKeys`), each one that is not a Forge setting is reported too.
  */
-export function resolveSettings(read: (key: SettingKey) => unknown): { settings: ForgeSettings; problems: SettingProblem[] } {
+export function resolveSettings(
+  read: (key: SettingKey) => unknown,
+  setKeys?: Iterable<string>,
+): { settings: ForgeSettings; problems: SettingProblem[] } {
   const settings = defaultSettings() as Record<string, unknown>;
-  const problems: SettingProblem[] = [];
-  for (const key of Object.keys(settingSpecs) as SettingKey[]) {
+  const problems: SettingProblem[] = setKeys ? unknownSettingProblems(setKeys, read as (key: string) => unknown) : [];
+  for (const key of SETTING_KEYS) {
     const raw = read(key);
     if (raw === undefined || raw === null) continue;
     const parsed = (settingSpecs[key].schema as z.ZodType).safeParse(raw);

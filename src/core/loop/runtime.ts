@@ -18,13 +18,17 @@ import type { ForgeSettings } from '../config/settings';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
 import {
+  chooseLoopName,
+  explicitLoopName,
   isWorkspaceError,
   loopNameFromPlan,
   loopTeardownMessage,
   slugifyLoopName,
   uniqueLoopName,
-  validateLoopName,
+  workingTreeChangesNotice,
+  type InspectRepositoryOptions,
   type MergeMode,
+  type RepositoryInfo,
   type WorktreeService,
 } from '../workspace';
 import { isProcessAlive } from '../storage/cross-process-lock';
@@ -114,9 +118,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
   }
 
-  async function projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; gitCommonDir: string; headCommit: string; currentBranch: string | null }> {
+  async function projectOf(repoPath: string, inspect: InspectRepositoryOptions = {}): Promise<RepositoryInfo & { projectId: string }> {
     try {
-      const info = await deps.worktrees.inspectRepository(repoPath);
+      const info = await deps.worktrees.inspectRepository(repoPath, inspect);
       return { projectId: projectIdFor(info.gitCommonDir), ...info };
     } catch (error) {
       if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
@@ -221,21 +225,29 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     } else if (!request.goal || !request.goal.trim()) {
       throw new LoopRuntimeError('bad_request', 'The goal is empty. Say what the agent should achieve.');
     }
+    // A name the user chose, with --name or in the plan's Loop Name line, follows one rule
+    // (chooseLoopName): refused when path-like or unusable, else made valid and the user told.
+    const nameNotices: string[] = [];
     let desired: string;
-    if (request.name !== undefined) {
-      const v = validateLoopName(request.name);
-      if (!v.ok) throw new LoopRuntimeError('bad_name', v.message);
-      desired = request.name;
+    const chosenName = request.name ?? (plan ? explicitLoopName(plan.text) : null);
+    if (chosenName !== null) {
+      const chosen = chooseLoopName(chosenName, request.name !== undefined ? 'option' : 'plan');
+      if (!chosen.ok) throw new LoopRuntimeError('bad_name', chosen.message);
+      desired = chosen.name;
+      if (chosen.notice) nameNotices.push(chosen.notice);
     } else if (plan) {
-      desired = plan.loopName ? slugifyLoopName(plan.loopName) : loopNameFromPlan(plan.text);
+      desired = loopNameFromPlan(plan.text);
     } else {
       desired = slugifyLoopName(request.goal!.split(/\s+/).slice(0, 6).join(' '));
     }
-    const project = await projectOf(request.repoPath);
+    const project = await projectOf(request.repoPath, { workingTreeChanges: true });
     const defaults = deps.defaultModels ? await deps.defaultModels() : { model: null, auditorModel: null, notice: null };
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
-    const notices = [...(plan?.notices ?? [])];
+    const notices = [...nameNotices, ...(plan?.notices ?? [])];
+    // The worktree starts from HEAD: say so when the user's own working tree holds more.
+    const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
+    if (uncommitted) notices.push(uncommitted);
     if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
     // Safe by default: sandboxed wherever a driver works; unconfined only when allowed, and said.
     const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
@@ -295,6 +307,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       state: { ...(extras as unknown as Record<string, unknown>), [LOOP_CONFINEMENT_STATE_KEY]: confinement },
     });
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
+    if (row.name !== desired) notices.splice(nameNotices.length, 0, `The name "${desired}" is taken (by an earlier loop or its worktree folder), so this loop is named "${row.name}".`);
     try {
       const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project });
       deps.db.transaction((tx) => {

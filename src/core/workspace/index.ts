@@ -4,14 +4,26 @@ export { createGitRunner, type GitResult, type GitRunner, type GitRunnerOptions,
 export {
   FALLBACK_LOOP_NAME,
   LOOP_NAME_MAX_LENGTH,
+  chooseLoopName,
+  explicitLoopName,
   isLoopName,
   loopNameFromPlan,
   slugifyLoopName,
   uniqueLoopName,
   validateLoopName,
+  type ChosenLoopName,
+  type LoopNameSource,
   type LoopNameValidation,
 } from './loop-name';
-export { canonicalPath, inspectRepository, type RepositoryInfo } from './repository';
+export {
+  canonicalPath,
+  countWorkingTreeChanges,
+  inspectRepository,
+  workingTreeChangesNotice,
+  type InspectRepositoryOptions,
+  type RepositoryInfo,
+  type WorkingTreeChanges,
+} from './repository';
 export { WorkspaceError, isWorkspaceError, type WorkspaceErrorCode } from './workspace-error';
 export {
   DEFAULT_ARTEFACT_DIRS,

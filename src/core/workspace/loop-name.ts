@@ -121,15 +121,21 @@ export type LoopNameValidation =
   | { ok: true; name: string; changed: boolean }
   | { ok: false; message: string };
 
+/** Where a user-chosen name came from: `--name` / an input box, or a plan's `Loop Name:` line. */
+export type LoopNameSource = 'option' | 'plan';
+
+const NAME_RULE = 'loop names use lower-case letters a-z, digits 0-9 and single dashes, at most 48 characters, because a name is the branch forge/<name> and the folder of its worktree';
+
 /**
- * Checks a name a user typed (`--name`, an input box). Anything that could make
- * the name a path — separators, `.`/`..`, a drive letter, NUL or control
- * characters — is rejected with a message, never sanitised away. Other text is
- * normalised to a slug (`My Feature` → `my-feature`, reported as `changed`).
+ * Checks a name a user chose. Anything that could make the name a path — separators, `.`/`..`,
+ * a drive letter, NUL or control characters — is rejected with a message, never sanitised away.
+ * Other text is normalised to a slug (`My Feature` → `my-feature`, reported as `changed`).
  */
-export function validateLoopName(input: string): LoopNameValidation {
-  const shown = JSON.stringify(input);
-  const fix = 'Use letters, digits and dashes, e.g. "add-login-form".';
+export function validateLoopName(input: string, source: LoopNameSource = 'option'): LoopNameValidation {
+  const shown = `${JSON.stringify(input)}${source === 'plan' ? ` (the plan's "Loop Name:" line)` : ''}`;
+  const fix = source === 'plan'
+    ? 'Change the Loop Name line to letters, digits and dashes, e.g. "Loop Name: add-login-form".'
+    : 'Use letters, digits and dashes, e.g. "add-login-form".';
   const name = input.trim();
 
   if (name === '') return { ok: false, message: `The loop name is empty. ${fix}` };
@@ -158,8 +164,40 @@ export function validateLoopName(input: string): LoopNameValidation {
   if (slug.length > LOOP_NAME_MAX_LENGTH) {
     return {
       ok: false,
-      message: `The loop name ${shown} is ${slug.length} characters long once normalised; the limit is ${LOOP_NAME_MAX_LENGTH}. Choose a shorter name.`,
+      message: `The loop name ${shown} is ${slug.length} characters long once normalised; the limit is ${LOOP_NAME_MAX_LENGTH}. ${source === 'plan' ? 'Shorten the Loop Name line.' : 'Choose a shorter name.'}`,
     };
   }
   return { ok: true, name: slug, changed: slug !== input };
+}
+
+/**
+ * The text of a plan's first `Loop Name:` line outside code fences (the same lines
+ * `loopNameFromPlan` reads, decorations such as `**Loop Name:**` or `- Loop Name:` allowed),
+ * without the markdown emphasis or backticks around the name; null when there is none.
+ */
+export function explicitLoopName(markdown: string): string | null {
+  for (const line of proseLines(markdown)) {
+    const match = LOOP_NAME_LINE.exec(line);
+    if (!match) continue;
+    const text = (match[1] ?? '').replace(/^[\s`*_]+|[\s`*_]+$/g, '');
+    if (text !== '') return text;
+  }
+  return null;
+}
+
+export type ChosenLoopName = { ok: true; name: string; notice: string | null } | { ok: false; message: string };
+
+/**
+ * One rule for a name the user chose, whether with `--name` (or VS Code's input) or in the plan:
+ * a path-like or unusable name is refused with a message saying how to fix it (a path is never
+ * what the user means, and sanitising `../../evil` into `evil` would hide that); any other text
+ * is turned into a valid name and the user is told (`notice`) what it became and why.
+ */
+export function chooseLoopName(input: string, source: LoopNameSource): ChosenLoopName {
+  const v = validateLoopName(input, source);
+  if (!v.ok) return v;
+  const written = input.trim();
+  if (v.name === written) return { ok: true, name: v.name, notice: null };
+  const from = source === 'plan' ? ' from the plan' : '';
+  return { ok: true, name: v.name, notice: `Loop name ${JSON.stringify(written)}${from} was changed to "${v.name}": ${NAME_RULE}.` };
 }

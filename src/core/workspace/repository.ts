@@ -13,6 +13,59 @@ export interface RepositoryInfo {
   headCommit: string;
   /** The checked-out branch, or null when HEAD is detached. */
   currentBranch: string | null;
+  /** What the working tree holds beyond HEAD; only when asked for (`workingTreeChanges`). */
+  workingTreeChanges?: WorkingTreeChanges;
+}
+
+/** Files of the user's working tree that a loop, which starts from HEAD, does not get. */
+export interface WorkingTreeChanges {
+  /** Tracked files with staged or unstaged changes (modified, added, deleted, renamed …). */
+  changed: number;
+  /** Untracked files that are not ignored. */
+  untracked: number;
+}
+
+export interface InspectRepositoryOptions {
+  /** Also count uncommitted and untracked files (one `git status`, which walks the tree). */
+  workingTreeChanges?: boolean;
+}
+
+/**
+ * Counts `git status --porcelain=v1 -z` entries: `?? path` is untracked, `!! path` ignored,
+ * anything else a tracked file with changes. A rename or copy (R/C in either column) is
+ * followed by a field with its original path, which is not a file of its own.
+ */
+export function countWorkingTreeChanges(porcelainZ: string): WorkingTreeChanges {
+  const fields = porcelainZ.split('\0');
+  let changed = 0;
+  let untracked = 0;
+  for (let i = 0; i < fields.length; i++) {
+    const entry = fields[i]!;
+    if (entry.length < 4) continue;
+    const xy = entry.slice(0, 2);
+    if (xy === '??') untracked++;
+    else if (xy !== '!!') changed++;
+    if (/[RC]/.test(xy)) i++;
+  }
+  return { changed, untracked };
+}
+
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * The start notice telling the user that uncommitted and untracked files are not in the loop's
+ * worktree (it starts from HEAD); null when the working tree is clean.
+ */
+export function workingTreeChangesNotice(repo: Pick<RepositoryInfo, 'repoDir' | 'headCommit' | 'currentBranch'>, changes: WorkingTreeChanges): string | null {
+  const parts = [
+    ...(changes.changed > 0 ? [plural(changes.changed, 'file with uncommitted changes', 'files with uncommitted changes')] : []),
+    ...(changes.untracked > 0 ? [plural(changes.untracked, 'untracked file', 'untracked files')] : []),
+  ];
+  if (parts.length === 0) return null;
+  const total = changes.changed + changes.untracked;
+  const head = `HEAD ${repo.headCommit.slice(0, 7)}${repo.currentBranch ? ` (${repo.currentBranch})` : ''}`;
+  const how = changes.untracked > 0 ? 'Commit them, or stash them with git stash --include-untracked,' : 'Commit or stash them';
+  return `${parts.join(' and ')} in ${repo.repoDir} ${total === 1 ? 'is' : 'are'} not part of the loop: it starts from ${head}. ${how} first if the loop needs them.`;
 }
 
 const trimLine = (text: string): string => text.replace(/\r?\n$/, '');
@@ -34,7 +87,7 @@ export async function canonicalPath(target: string): Promise<string> {
  * non-bare git repository with at least one commit. Each failure is its own
  * `WorkspaceError` code with a message saying how to fix it.
  */
-export async function inspectRepository(git: GitRunner, target: string): Promise<RepositoryInfo> {
+export async function inspectRepository(git: GitRunner, target: string, options: InspectRepositoryOptions = {}): Promise<RepositoryInfo> {
   const folder = path.resolve(target);
   try {
     const info = await stat(folder);
@@ -97,5 +150,11 @@ export async function inspectRepository(git: GitRunner, target: string): Promise
   }
 
   const branch = trimLine((await git.run(folder, ['symbolic-ref', '-q', '--short', 'HEAD'])).stdout);
-  return { repoDir, gitCommonDir, headCommit: head, currentBranch: branch === '' ? null : branch };
+  const info: RepositoryInfo = { repoDir, gitCommonDir, headCommit: head, currentBranch: branch === '' ? null : branch };
+  if (options.workingTreeChanges) {
+    // Every untracked file counts (not just its folder); ignored files do not.
+    const status = await git.ok(repoDir, ['status', '--porcelain=v1', '-z', '--untracked-files=all']);
+    info.workingTreeChanges = countWorkingTreeChanges(status);
+  }
+  return info;
 }

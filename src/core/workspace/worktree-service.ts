@@ -4,7 +4,7 @@ import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
 import { isLoopName } from './loop-name';
-import { canonicalPath, inspectRepository, type RepositoryInfo } from './repository';
+import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
 
 /** The subset of a log channel the workspace writes to (VS Code's LogOutputChannel and console both fit). */
@@ -783,7 +783,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   return {
     dataDir,
     worktreeDirFor,
-    inspectRepository: (repoPath: string) => inspectRepository(git, repoPath),
+    inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
     ensureWorktree,
     commitAll,

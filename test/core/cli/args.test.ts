@@ -58,6 +58,29 @@ describe('forge CLI arguments', () => {
     usage(['run', 'p.md', '--bogus'], /bogus/);
   });
 
+  it('an option value that looks like an option, or a missing value, is explained in Forge\'s words (not parseArgs\' "ambiguous")', () => {
+    const exact = (argv: string[], message: string) =>
+      assert.throws(() => parseCli(argv, '/cwd'), (e: unknown) => e instanceof UsageError && e.message === message);
+    exact(['run', 'p.md', '--name', '-rf'], '--name needs a value (a loop name), but "-rf" looks like an option. Write --name=-rf if you mean it as the value.');
+    exact(['run', 'p.md', '--max-iterations', '-1'], '--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "-1".');
+    exact(['run', 'p.md', '--repo', '--json'], '--repo needs a value (the folder of a git repository), but "--json" looks like an option. Write --repo=--json if you mean it as the value.');
+    exact(['run', 'p.md', '--name'], '--name needs a value: a loop name.');
+    exact(['run', 'p.md', '--model'], '--model needs a value: a PROVIDER/MODEL.');
+    exact(['status', '--data-dir'], '--data-dir needs a value: a folder.');
+    exact(['run', 'p.md', '--bogus'], 'Unknown option --bogus. "forge --help" lists the options.');
+    exact(['run', 'p.md', '-x'], 'Unknown option -x. "forge --help" lists the options.');
+    exact(['status', '--json=yes'], '--json takes no value (it is a switch): write --json alone.');
+    // Every option that takes a value is covered, and nothing leaks parseArgs' wording.
+    for (const option of ['repo', 'name', 'max-iterations', 'model', 'auditor-model', 'variant', 'merge', 'data-dir']) {
+      for (const argv of [['run', 'p.md', `--${option}`], ['run', 'p.md', `--${option}`, '-v']]) {
+        assert.throws(() => parseCli(argv, '/cwd'), (e: unknown) => e instanceof UsageError && e.message.startsWith(`--${option} `) && !/ambiguous|argument missing/.test(e.message), argv.join(' '));
+      }
+    }
+    // The explicit form still passes a value that starts with "-"; after "--" nothing is an option.
+    assert.equal((parseCli(['run', 'p.md', '--name=-rf'], '/cwd') as { name: string }).name, '-rf');
+    assert.equal((parseCli(['goal', '--', 'fix', '--name', '-rf'], '/cwd') as { goal: string }).goal, 'fix --name -rf');
+  });
+
   it('every termination reason has an exit code; only completed is 0', () => {
     const codes = new Set<number>();
     for (const kind of TERMINATION_KINDS) {

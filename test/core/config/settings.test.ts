@@ -2,7 +2,11 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import {
   defaultSettings,
+  editDistance,
+  flattenSettingKeys,
   manifestSchemaFor,
+  nearestSettingKey,
+  unknownSettingProblems,
   resolveSettings,
   settingDescriptors,
   type SettingKey,
@@ -60,10 +64,11 @@ describe('settings schema', () => {
     assert.equal(problems.length, Object.keys(bad).length);
     const defaults = defaultSettings();
     for (const p of problems) {
-      assert.ok(p.message.includes(`"${p.key}"`), p.message);
-      assert.ok(p.message.includes(JSON.stringify(bad[p.key])), p.message);
+      const key = p.key as SettingKey;
+      assert.ok(p.message.includes(`"${key}"`), p.message);
+      assert.ok(p.message.includes(JSON.stringify(bad[key])), p.message);
       assert.match(p.message, /Using the default/);
-      assert.deepEqual(settings[p.key], defaults[p.key]);
+      assert.deepEqual(settings[key], defaults[key]);
     }
     assert.match(problems.find((p) => p.key === 'forge.loop.merge')!.message, /never|fast-forward|merge/);
     assert.match(problems.find((p) => p.key === 'forge.model')!.message, /provider\/model/);
@@ -75,5 +80,104 @@ describe('settings schema', () => {
     );
     assert.equal(settings['forge.loop.maxIterations'], 15);
     assert.equal(settings['forge.loop.stallTimeoutMs'], 5000);
+  });
+
+  it('edit distance: insertions, deletions, substitutions and adjacent swaps cost one each', () => {
+    const cases: Array<[string, string, number]> = [
+      ['', '', 0],
+      ['', 'abc', 3],
+      ['abc', '', 3],
+      ['abc', 'abc', 0],
+      ['kitten', 'sitting', 3],
+      ['maxIteration', 'maxIterations', 1],
+      ['maxIteratoins', 'maxIterations', 1],
+      ['ab', 'ba', 1],
+      ['abc', 'ca', 3],
+      ['enable', 'enabled', 1],
+      ['flaw', 'lawn', 2],
+    ];
+    for (const [a, b, d] of cases) {
+      assert.equal(editDistance(a, b), d, `${a} → ${b}`);
+      assert.equal(editDistance(b, a), d, `${b} → ${a} (symmetric)`);
+    }
+  });
+
+  it('every one-edit typo of every setting (a letter dropped, doubled or changed in case, neighbours swapped, an "s" added) leads back to that setting', () => {
+    let checked = 0;
+    for (const { key } of settingDescriptors) {
+      const typos = new Set<string>([`${key}s`, key.toLowerCase(), key.toUpperCase()]);
+      for (let i = 'forge.'.length; i < key.length; i++) {
+        typos.add(key.slice(0, i) + key.slice(i + 1));
+        typos.add(key.slice(0, i) + key[i] + key.slice(i));
+        if (i + 1 < key.length) typos.add(key.slice(0, i) + key[i + 1] + key[i] + key.slice(i + 2));
+      }
+      typos.delete(key);
+      for (const typo of typos) {
+        assert.equal(nearestSettingKey(typo), key, `${typo} should suggest ${key}`);
+        checked++;
+      }
+      assert.equal(nearestSettingKey(key), key);
+    }
+    assert.ok(checked > 500, `${checked} typos checked`);
+  });
+
+  it('no suggestion when nothing is close', () => {
+    for (const key of ['forge.x', 'forge.telemetry', 'forge.loop.colour', 'editor.fontSize', 'x', '']) {
+      assert.equal(nearestSettingKey(key), null, key);
+    }
+  });
+
+  it('unknown keys: a warning naming the key and the nearest setting; keys outside forge. are warned about too; known keys are not', () => {
+    const problems = unknownSettingProblems(
+      ['forge.loop.maxIteration', 'forge.sandbox.enable', 'forge.loop.maxIterations', 'loop.maxIterations', 'editor.fontSize', 'forge.telemetry'],
+      (k) => (k === 'forge.loop.maxIteration' ? 5 : undefined),
+    );
+    assert.deepEqual(problems.map((p) => [p.key, p.suggestion ?? null]), [
+      ['forge.loop.maxIteration', 'forge.loop.maxIterations'],
+      ['forge.sandbox.enable', 'forge.sandbox.enabled'],
+      ['loop.maxIterations', 'forge.loop.maxIterations'],
+      ['editor.fontSize', null],
+      ['forge.telemetry', null],
+    ]);
+    assert.equal(problems[0]!.value, 5);
+    assert.equal(problems[0]!.message, 'Setting "forge.loop.maxIteration" is not a Forge setting and is ignored. Did you mean "forge.loop.maxIterations"?');
+    assert.match(problems[2]!.message, /"loop\.maxIterations" is ignored: Forge settings are keys starting with "forge\."\. Did you mean "forge\.loop\.maxIterations"\?/);
+    assert.match(problems[3]!.message, /"editor\.fontSize" is ignored: Forge settings are keys starting with "forge\."\.$/);
+    assert.match(problems[4]!.message, /"forge\.telemetry" is not a Forge setting and is ignored\. No Forge setting is close to it/);
+  });
+
+  it('resolveSettings reports the unknown keys among the keys set, and still applies the known ones', () => {
+    const enabledByDefault = defaultSettings()['forge.sandbox.enabled'];
+    const raw: Record<string, unknown> = { 'forge.loop.maxIterations': 4, 'forge.sandbox.enable': !enabledByDefault };
+    const { settings, problems } = resolveSettings((k) => raw[k], Object.keys(raw));
+    assert.equal(settings['forge.loop.maxIterations'], 4);
+    assert.equal(settings['forge.sandbox.enabled'], enabledByDefault, 'the misspelt key is not applied');
+    assert.deepEqual(problems.map((p) => [p.key, p.suggestion]), [['forge.sandbox.enable', 'forge.sandbox.enabled']]);
+  });
+
+  it('flattenSettingKeys lists the dotted keys of a nested configuration section (VS Code\'s "forge" section)', () => {
+    const section = {
+      model: '',
+      loop: { maxIterations: 15, maxIteration: 3, permissions: [{ permission: 'bash', pattern: '*', action: 'deny' }], deeper: { x: 1 } },
+      sandbox: { enable: true, enabled: false },
+      opencode: null,
+      get: () => undefined,
+      inspect: () => undefined,
+    };
+    assert.deepEqual(flattenSettingKeys('forge', section), [
+      'forge.model',
+      'forge.loop.maxIterations',
+      'forge.loop.maxIteration',
+      'forge.loop.permissions',
+      'forge.loop.deeper.x',
+      'forge.sandbox.enable',
+      'forge.sandbox.enabled',
+      'forge.opencode',
+    ]);
+    assert.deepEqual(flattenSettingKeys('forge', undefined), []);
+    assert.deepEqual(
+      unknownSettingProblems(flattenSettingKeys('forge', section)).map((p) => p.key),
+      ['forge.loop.maxIteration', 'forge.loop.deeper.x', 'forge.sandbox.enable', 'forge.opencode'],
+    );
   });
 });

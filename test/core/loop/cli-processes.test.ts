@@ -359,6 +359,83 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
     assert.deepEqual(runner.processesWith(PROCESS_MARKER_VARIABLE, a.marker), [], 'no process of the cancelled run is left');
   });
 
+  it('stdout closed after the first line (forge run … | head -1): the loop runs on to completed under supervision, exit 0, no EPIPE crash', async () => {
+    const { model, runner, planPath, worktreeDir } = w!;
+    const stdoutClosed = deferred();
+    const script = sessionScript((role, nth) =>
+      role === 'code' ? [toolCall('write', { filePath: join(worktreeDir, nth === 1 ? 'a.txt' : 'b.txt'), content: 'x\n' }), handoffCoder('wrote it')] : [handoffAuditor()],
+    );
+    // Nothing reaches the model before the pipe is closed: every later line is written into a closed pipe.
+    model.setHandler(async (request) => {
+      await stdoutClosed.promise;
+      return script.handler(request);
+    });
+    const a = runner.start(['run', planPath, '--model', MOCK_MODEL]);
+    await a.waitForLine((l) => l.startsWith(`[${LOOP}] started`));
+    a.closeStdout();
+    stdoutClosed.resolve();
+
+    await expectExit(a, 0);
+    assert.doesNotMatch(a.stderr(), /EPIPE|internal error|\n\s+at /, 'no crash, no stack');
+    assert.match(a.stderr(), /standard output was closed; what follows is dropped\. A running loop goes on to its end/);
+    assert.equal(a.stderr().match(/standard output was closed/g)!.length, 1, 'said once');
+    const end = await status();
+    assert.equal(end.status, 'completed');
+    assert.equal(end.reason, 'completed');
+    assert.ok(script.counts.auditor >= 3, 'both sections and the final audit ran after the pipe was closed');
+    assert.equal(await w!.repo.git('show', `forge/${LOOP}:b.txt`), 'x\n');
+    assert.deepEqual(runner.processesWith(PROCESS_MARKER_VARIABLE, a.marker), [], 'the CLI stopped its opencode server');
+  });
+
+  it('stdout and stderr both closed, with debug logging writing to stderr all along: the loop still completes, exit 0', async () => {
+    const { model, runner, planPath, worktreeDir } = w!;
+    const closed = deferred();
+    const script = sessionScript((role, nth) =>
+      role === 'code' ? [toolCall('write', { filePath: join(worktreeDir, nth === 1 ? 'a.txt' : 'b.txt'), content: 'x\n' }), handoffCoder('wrote it')] : [handoffAuditor()],
+    );
+    model.setHandler(async (request) => {
+      await closed.promise;
+      return script.handler(request);
+    });
+    const a = runner.start(['run', planPath, '--model', MOCK_MODEL], { env: { FORGE_LOG: 'debug' } });
+    await a.waitForLine((l) => l.startsWith(`[${LOOP}] started`));
+    a.closeStdout();
+    a.closeStderr();
+    closed.resolve();
+    await expectExit(a, 0);
+    const end = await status();
+    assert.equal(end.status, 'completed');
+    assert.ok(script.counts.auditor >= 3, 'the whole loop ran after both pipes were closed');
+  });
+
+  it('SIGHUP (the terminal closed) cancels cleanly like Ctrl-C: exit 3, status cancelled, worktree and branch kept; the start notice about untracked files was printed', async () => {
+    const { model, runner, planPath } = w!;
+    await writeFile(join(w!.repo.dir, 'scratch.txt'), 'not committed\n');
+    const coding = deferred();
+    model.setHandler(
+      sessionScript((role, nth) => {
+        if (role === 'code' && nth === 1) {
+          coding.resolve();
+          return [hang];
+        }
+        return [handoffAuditor()];
+      }).handler,
+    );
+    const a = runner.start(['run', planPath, '--model', MOCK_MODEL]);
+    await Promise.race([coding.promise, a.exited.then(() => assert.fail(`the CLI ended before coding\n${a.describe()}`))]);
+    assert.match(a.stdout(), new RegExp(`^\\[${LOOP}\\] note: 1 untracked file in .+ is not part of the loop: it starts from HEAD [0-9a-f]{7} \\(main\\)\\.`, 'm'));
+
+    a.signal('SIGHUP');
+    await expectExit(a, 3);
+    assert.match(a.stderr(), /cancelling loop "pair" \(worktree and branch are kept\)/);
+    const end = await status();
+    assert.equal(end.status, 'cancelled');
+    assert.deepEqual(edges(end), ['start:->coding', 'cancel:coding>-']);
+    assert.ok(existsSync(w!.worktreeDir), 'the worktree is kept');
+    await w!.repo.git('rev-parse', '--verify', `forge/${LOOP}`);
+    assert.deepEqual(runner.processesWith(PROCESS_MARKER_VARIABLE, a.marker), [], 'no process of the cancelled run is left');
+  });
+
   it('--json: every stdout line is one JSON object, and the phase changes come in the order of the transition log', async () => {
     const { model, runner, planPath, worktreeDir } = w!;
     const coderSteps = (file: string): ScriptStep[] => [toolCall('write', { filePath: join(worktreeDir, file), content: `${file}\n` }), handoffCoder(`wrote ${file}`)];

@@ -81,6 +81,16 @@ describe('bad input: a clear message, nothing created or lost', function () {
     await nothingCreated();
   });
 
+  it('a path-like Loop Name in the plan is refused like --name ../x, not turned into another name', async () => {
+    for (const name of ['../../evil', 'a/b', '..']) {
+      await assert.rejects(
+        h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: `# P\nLoop Name: ${name}\n## One\ndo it` }),
+        rejectsWith('bad_name', /the plan's "Loop Name:" line/),
+      );
+    }
+    await nothingCreated();
+  });
+
   it('an existing loop branch at another commit is an error, never reused', async () => {
     await h.repo.git('branch', 'forge/taken');
     await writeFile(join(h.repo.dir, 'later.txt'), 'x\n');
@@ -137,5 +147,60 @@ describe('bad input: a clear message, nothing created or lost', function () {
     await assert.rejects(h.engine.runtime.restart(started), rejectsWith('workspace', /cannot restart/));
     assert.equal(h.engine.runtime.get(started)!.status, 'cancelled');
     assert.equal(repos.transitions.listByLoop(h.projectId, name).length, transitions);
+  });
+
+  it('a Loop Name (plan) or --name that is not a valid name is changed, and the start says what it became', async () => {
+    h.model.setHandler(sessionScript(() => [hang]).handler);
+    const fromPlan = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# P\nLoop Name: 🔥Blaze\n## One\ndo it' });
+    const fromOption = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan, name: 'My Feature' });
+    try {
+      assert.equal(fromPlan.name, 'blaze');
+      assert.match(fromPlan.notices[0] ?? '', /^Loop name "🔥Blaze" from the plan was changed to "blaze": loop names use lower-case letters a-z, digits 0-9 and single dashes/);
+      assert.equal(fromOption.name, 'my-feature');
+      assert.match(fromOption.notices[0] ?? '', /^Loop name "My Feature" was changed to "my-feature": /);
+      const started = h.events.filter((e) => e.type === 'loop.started' && (e.loop.name === 'blaze' || e.loop.name === 'my-feature'));
+      assert.deepEqual(started.map((e) => e.type === 'loop.started' && e.notices[0]), [fromPlan.notices[0], fromOption.notices[0]], 'the started event carries the notice (the CLI prints it, VS Code shows it)');
+
+      // The same plan again: its name is taken, and the start says which name it got instead.
+      const again = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# P\nLoop Name: blaze\n## One\ndo it' });
+      try {
+        assert.equal(again.name, 'blaze-2');
+        assert.deepEqual(again.notices, ['The name "blaze" is taken (by an earlier loop or its worktree folder), so this loop is named "blaze-2".']);
+      } finally {
+        await h.engine.runtime.cancel(again);
+        await h.engine.runtime.waitForEnd(again);
+      }
+    } finally {
+      for (const ref of [fromPlan, fromOption]) {
+        await h.engine.runtime.cancel(ref);
+        await h.engine.runtime.waitForEnd(ref);
+      }
+    }
+  });
+
+  it('uncommitted and untracked files in the repository: the start says they are not in the loop, with counts and the start commit', async () => {
+    h.model.setHandler(sessionScript(() => [hang]).handler);
+    const head = (await h.repo.git('rev-parse', 'HEAD')).trim();
+    await writeFile(join(h.repo.dir, 'README.md'), 'changed, not committed\n');
+    await writeFile(join(h.repo.dir, 'notes.txt'), 'untracked\n');
+    await writeFile(join(h.repo.dir, 'todo.txt'), 'untracked\n');
+    try {
+      const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'tidy up', name: 'dirty' });
+      await h.engine.runtime.cancel(started);
+      await h.engine.runtime.waitForEnd(started);
+      const branch = (await h.repo.git('symbolic-ref', '--short', 'HEAD')).trim();
+      const repoDir = h.engine.runtime.get(started)!.repoDir!;
+      assert.deepEqual(started.notices, [
+        `1 file with uncommitted changes and 2 untracked files in ${repoDir} are not part of the loop: it starts from HEAD ${head.slice(0, 7)} (${branch}). Commit them, or stash them with git stash --include-untracked, first if the loop needs them.`,
+      ]);
+      const event = h.events.find((e) => e.type === 'loop.started' && e.loop.name === 'dirty');
+      assert.deepEqual(event?.type === 'loop.started' && event.notices, started.notices, 'the started event carries it (the CLI prints it, VS Code shows it)');
+      // The loop indeed got HEAD, not the working tree.
+      assert.equal((await h.repo.git('rev-parse', 'forge/dirty')).trim(), head);
+    } finally {
+      await h.repo.git('checkout', '--', 'README.md');
+      await rm(join(h.repo.dir, 'notes.txt'));
+      await rm(join(h.repo.dir, 'todo.txt'));
+    }
   });
 });

@@ -7,6 +7,9 @@ import {
   slugifyLoopName,
   uniqueLoopName,
   validateLoopName,
+  chooseLoopName,
+  explicitLoopName,
+  type LoopNameSource,
 } from '../../../src/core/workspace';
 
 const SLUG = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
@@ -231,5 +234,82 @@ describe('workspace: loop names', () => {
         assert.deepEqual(validateLoopName(input), { ok: true, name, changed });
       });
     }
+  });
+
+  describe('chooseLoopName: one rule for --name and the plan\'s Loop Name line', () => {
+    const sources: LoopNameSource[] = ['option', 'plan'];
+    const refused: Array<[input: string, messagePart: RegExp]> = [
+      ['../x', /path separator/],
+      ['../../evil', /path separator/],
+      ['a/b', /path separator/],
+      ['a\\b', /path separator/],
+      ['/abs', /path separator/],
+      ['C:x', /drive path/],
+      ['..', /starts with "\."/],
+      ['.hidden', /starts with "\."/],
+      ['tab\there', /NUL or control/],
+      ['🔥', /no letters or digits/],
+      ['???', /no letters or digits/],
+      ['n'.repeat(80), /80 characters.*limit is 48/],
+    ];
+    for (const source of sources) {
+      for (const [input, messagePart] of refused) {
+        it(`refuses ${JSON.stringify(input.length > 20 ? `${input.slice(0, 8)}…` : input)} from ${source === 'option' ? '--name' : 'the plan'}`, () => {
+          const chosen = chooseLoopName(input, source);
+          assert.equal(chosen.ok, false);
+          if (chosen.ok) return;
+          assert.match(chosen.message, messagePart);
+          assert.ok(chosen.message.includes(JSON.stringify(input)), chosen.message);
+          if (source === 'plan') assert.match(chosen.message, /the plan's "Loop Name:" line/);
+          else assert.doesNotMatch(chosen.message, /plan/);
+        });
+      }
+    }
+
+    const changed: Array<[input: string, name: string]> = [
+      ['🔥loop', 'loop'],
+      ['My Feature', 'my-feature'],
+      ['-rf', 'rf'],
+      ['v1.2', 'v1-2'],
+      ['snake_case', 'snake-case'],
+      ['Café', 'cafe'],
+      ['a..b', 'a-b'],
+    ];
+    for (const source of sources) {
+      for (const [input, name] of changed) {
+        it(`changes ${JSON.stringify(input)} from ${source === 'option' ? '--name' : 'the plan'} to ${name} and says so`, () => {
+          const chosen = chooseLoopName(input, source);
+          assert.ok(chosen.ok);
+          if (!chosen.ok) return;
+          assert.equal(chosen.name, name);
+          const from = source === 'plan' ? ' from the plan' : '';
+          assert.equal(
+            chosen.notice,
+            `Loop name ${JSON.stringify(input)}${from} was changed to "${name}": loop names use lower-case letters a-z, digits 0-9 and single dashes, at most 48 characters, because a name is the branch forge/<name> and the folder of its worktree.`,
+          );
+        });
+      }
+      it(`keeps a valid name from ${source} without a notice (surrounding spaces do not count as a change)`, () => {
+        assert.deepEqual(chooseLoopName('add-login-2', source), { ok: true, name: 'add-login-2', notice: null });
+        assert.deepEqual(chooseLoopName('  add-login  ', source), { ok: true, name: 'add-login', notice: null });
+        assert.deepEqual(chooseLoopName('x'.repeat(48), source), { ok: true, name: 'x'.repeat(48), notice: null });
+      });
+    }
+
+    it('explicitLoopName reads the first Loop Name line outside fences, without the markdown around the name', () => {
+      const cases: Array<[markdown: string, name: string | null]> = [
+        ['Loop Name: ../../evil\n# T\n', '../../evil'],
+        ['Loop Name: 🔥loop\n', '🔥loop'],
+        ['**Loop Name:** bold-name\n', 'bold-name'],
+        ['**Loop Name**: label-bold\n', 'label-bold'],
+        ['- Loop Name: listed\n', 'listed'],
+        ['Loop Name: `ticked`\n', 'ticked'],
+        ['loop name: lower\n', 'lower'],
+        ['Loop Name:\nLoop Name: second\n', 'second'],
+        ['```\nLoop Name: fenced\n```\n# Outside\n', null],
+        ['# Just a title\n', null],
+      ];
+      for (const [markdown, name] of cases) assert.equal(explicitLoopName(markdown), name, markdown);
+    });
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { WorkspaceError, type WorkspaceErrorCode } from '../../../src/core/workspace';
+import { WorkspaceError, countWorkingTreeChanges, workingTreeChangesNotice, type WorkspaceErrorCode } from '../../../src/core/workspace';
 import { createGitSandbox, rejection, type GitSandbox } from './git-fixture';
 
 describe('workspace: repository checks', () => {
@@ -70,6 +70,45 @@ describe('workspace: repository checks', () => {
     assert.equal(info.gitCommonDir, path.join(repo, '.git'));
     assert.equal(info.headCommit, box.git(repo, 'rev-parse', 'HEAD'));
     assert.equal(info.currentBranch, 'main');
+  });
+
+  it('counts uncommitted and untracked files only when asked (one git status): staged, unstaged, deleted, renamed; untracked in folders; not ignored ones', async () => {
+    const repo = box.initRepo('repo', { files: { 'a.txt': 'a\n', 'b.txt': 'b\n', 'c.txt': 'c\n', 'old name.txt': 'r\n', '.gitignore': 'build/\n' } });
+    const service = box.service();
+    assert.equal((await service.inspectRepository(repo)).workingTreeChanges, undefined, 'not counted unless asked');
+    assert.deepEqual((await service.inspectRepository(repo, { workingTreeChanges: true })).workingTreeChanges, { changed: 0, untracked: 0 });
+
+    box.write(repo, { 'a.txt': 'a2\n', 'b.txt': 'b2\n', 'new dir/x.txt': 'x', 'new dir/deeper/y.txt': 'y', 'z.txt': 'z', 'build/out.js': 'ignored' });
+    box.git(repo, 'add', 'b.txt');
+    box.git(repo, 'rm', '-q', 'c.txt');
+    box.git(repo, 'mv', 'old name.txt', 'new name.txt');
+    const info = await service.inspectRepository(path.join(repo, 'new dir'), { workingTreeChanges: true });
+    assert.deepEqual(info.workingTreeChanges, { changed: 4, untracked: 3 });
+  });
+
+  it('countWorkingTreeChanges reads porcelain v1 -z: a rename\'s original path is not a file of its own', () => {
+    assert.deepEqual(countWorkingTreeChanges(''), { changed: 0, untracked: 0 });
+    assert.deepEqual(countWorkingTreeChanges(' M a.txt\0M  b.txt\0?? c d.txt\0'), { changed: 2, untracked: 1 });
+    assert.deepEqual(countWorkingTreeChanges('R  new.txt\0old.txt\0?? u\0'), { changed: 1, untracked: 1 });
+    assert.deepEqual(countWorkingTreeChanges(' C copy.txt\0orig.txt\0RM moved.txt\0from.txt\0 D gone.txt\0'), { changed: 3, untracked: 0 });
+    assert.deepEqual(countWorkingTreeChanges('!! build/\0UU conflict.txt\0A  added.txt\0'), { changed: 2, untracked: 0 });
+  });
+
+  it('workingTreeChangesNotice says how many files the loop does not get, from which commit it starts, and what to do', () => {
+    const repo = { repoDir: '/repo', headCommit: 'abc1234def5678', currentBranch: 'main' };
+    assert.equal(workingTreeChangesNotice(repo, { changed: 0, untracked: 0 }), null);
+    assert.equal(
+      workingTreeChangesNotice(repo, { changed: 2, untracked: 1 }),
+      '2 files with uncommitted changes and 1 untracked file in /repo are not part of the loop: it starts from HEAD abc1234 (main). Commit them, or stash them with git stash --include-untracked, first if the loop needs them.',
+    );
+    assert.equal(
+      workingTreeChangesNotice({ ...repo, currentBranch: null }, { changed: 1, untracked: 0 }),
+      '1 file with uncommitted changes in /repo is not part of the loop: it starts from HEAD abc1234. Commit or stash them first if the loop needs them.',
+    );
+    assert.equal(
+      workingTreeChangesNotice(repo, { changed: 0, untracked: 3 }),
+      '3 untracked files in /repo are not part of the loop: it starts from HEAD abc1234 (main). Commit them, or stash them with git stash --include-untracked, first if the loop needs them.',
+    );
   });
 
   it('reports a detached HEAD as no current branch', async () => {
