@@ -100,6 +100,11 @@ interface StateBase {
   consecutiveStalls: number;
   /** Index into auditorFallbackModels in use; -1 = the primary auditor model. */
   auditorModelIndex: number;
+  /**
+   * Coding passes made before the last restart (absent: never restarted). A restart keeps the
+   * iteration counting up and gives the loop a fresh iteration budget counted from here.
+   */
+  iterationsBeforeRestart?: number;
 }
 
 export interface CodingState extends StateBase {

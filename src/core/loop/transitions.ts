@@ -127,7 +127,7 @@ function enterCoding(
   effects: TransitionEffect[],
 ): Transition {
   const iteration = state.iteration + 1;
-  if (limits.maxIterations > 0 && iteration > limits.maxIterations) {
+  if (limits.maxIterations > 0 && iteration - (state.iterationsBeforeRestart ?? 0) > limits.maxIterations) {
     return terminate(state, event, { kind: 'max_iterations' }, effects);
   }
   const to = { ...state, ...fresh(state), phase, iteration, sectionIndex } as LoopState;
@@ -225,7 +225,16 @@ function onMissedHandoff(state: LoopState, limits: LoopLimits): Transition {
   return terminate({ ...state, missedHandoffs, modelErrors } as LoopState, 'no_handoff', reason);
 }
 
-/** Restart keeps identity, plan, section progress and findings; resets iteration and error budget. */
+/**
+ * Restart keeps identity, plan, section progress, findings and the iteration count (it never
+ * goes back: the restarted phase runs in the iteration it was in); it resets the error budgets
+ * and gives a fresh iteration budget, counted from the restarted iteration.
+ */
 export function restartState(state: LoopState): LoopState {
-  return { ...state, ...fresh(state), iteration: 1, auditorModelIndex: -1 };
+  return { ...state, ...fresh(state), auditorModelIndex: -1, iterationsBeforeRestart: state.iteration - 1 };
+}
+
+/** The iteration the loop may reach before it ends with max_iterations (0 = unlimited), for display. */
+export function iterationCap(state: LoopState, limits: Pick<LoopLimits, 'maxIterations'>): number {
+  return limits.maxIterations > 0 ? (state.iterationsBeforeRestart ?? 0) + limits.maxIterations : 0;
 }

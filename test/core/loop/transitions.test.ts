@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { initialState, PHASES, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
 import {
   LOOP_EVENT_TYPES,
+  iterationCap,
   nextTransition,
   restartState,
   retryDelayMs,
@@ -335,13 +336,34 @@ describe('loop transition table', () => {
     });
   });
 
-  it('restart resets iteration and budgets, keeps phase and section', () => {
+  it('restart keeps the iteration (it never goes back), resets the error budgets, keeps phase and section', () => {
     const s = state('auditing', { iteration: 9, modelErrors: 3, consecutiveStalls: 2, missedHandoffs: 1, auditorModelIndex: 0 });
     const r = restartState(s);
     assert.equal(r.phase, 'auditing');
     assert.equal(r.sectionIndex, 1);
-    assert.equal(r.iteration, 1);
+    assert.equal(r.iteration, 9);
     assert.equal(r.modelErrors + r.consecutiveStalls + r.missedHandoffs, 0);
     assert.equal(r.auditorModelIndex, -1);
+  });
+
+  it('a restart gives a fresh iteration budget counted from the restarted iteration', () => {
+    const capped = { ...limits, maxIterations: 3 };
+    // Ended at the cap (iteration 3 of 3), restarted: iterations 4 and 5 may run, 6 may not.
+    let s = restartState(state('auditing', { iteration: 3, sectionIndex: 0 }));
+    assert.equal(iterationCap(s, capped), 5);
+    for (const expected of [4, 5]) {
+      const t = nextTransition(s, handoff('auditor', { openBugsInSection: 1 }), capped);
+      assert.equal(summary(t), 'advance:coding');
+      s = (t as Extract<Transition, { kind: 'advance' }>).to;
+      assert.equal(s.iteration, expected);
+      s = { ...s, phase: 'auditing' } as LoopState;
+    }
+    assert.equal(summary(nextTransition(s, handoff('auditor', { openBugsInSection: 1 }), capped)), 'terminate:max_iterations');
+    // Restarted twice: the budget counts from the last restart.
+    const again = restartState(s);
+    assert.equal(again.iteration, 5);
+    assert.equal(iterationCap(again, capped), 7);
+    assert.equal(iterationCap(again, { maxIterations: 0 }), 0, 'unlimited stays unlimited');
+    assert.equal(iterationCap(state('coding', { iteration: 1 }), capped), 3, 'a loop never restarted: the cap itself');
   });
 });
