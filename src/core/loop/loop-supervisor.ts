@@ -16,14 +16,8 @@ import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
-import { loopTeardownMessage, sectionCheckpointMessage, type MergeMode, type WorktreeService } from '../workspace';
-import {
-  buildContinueNudge,
-  buildHandoffReminder,
-  buildPhasePrompt,
-  type CoderHandoff,
-  type PromptContext,
-} from './prompts';
+import { sectionCheckpointMessage, type WorktreeService } from '../workspace';
+import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
 import type { LoopRef, LoopRuntimeEvent, LoopTimingMark } from './runtime-types';
 import {
   roleOfPhase,
@@ -36,41 +30,17 @@ import {
   type TerminationReason,
 } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
+import { readExtras, type StoredLoopExtras } from './loop-extras';
+import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
+import { promptContextFor } from './prompt-context';
+
+export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 
 export interface EngineLog {
   debug(message: string): void;
   info(message: string): void;
   warn(message: string): void;
   error(message: string): void;
-}
-
-/** What the runtime stores in `loops.state` besides the row's own columns. */
-export interface StoredLoopExtras {
-  loopState: LoopState;
-  limits: LoopLimits;
-  timing: LoopTiming;
-  title: string;
-  objective: string | null;
-  verification: string | null;
-  merge: MergeMode;
-  postAction: string | null;
-  cleanupWorktree: boolean;
-  gitCommonDir: string;
-  userDenyRules: PermissionRule[];
-  /** pid of the opencode server process group serving the loop (killed on a forced takeover). */
-  opencodePid?: number | null;
-  /** Marker in the environment of every process of that server (see server-process.ts). */
-  opencodeMarker?: string | null;
-  /** Set by another process asking the supervisor to cancel. */
-  cancelRequested?: boolean;
-  /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
-  variant?: string;
-}
-
-export interface LoopTiming {
-  stallTimeoutMs: number;
-  busyStallTimeoutMs: number;
-  idleGateTimeoutMs: number;
 }
 
 export interface SupervisorDeps {
@@ -128,9 +98,6 @@ function likelyNextPhase(phase: Phase): Phase | undefined {
   }
 }
 
-export function readExtras(loop: LoopRow): StoredLoopExtras {
-  return loop.state as unknown as StoredLoopExtras;
-}
 
 export class LoopSupervisor {
   readonly ref: LoopRef;
@@ -271,44 +238,6 @@ export class LoopSupervisor {
     return loop.auditorModel ?? loop.model;
   }
 
-  private promptContext(loop: LoopRow, state: LoopState): PromptContext {
-    const extras = readExtras(loop);
-    const large = this.repos.loops.getLargeFields(this.ref.projectId, this.ref.name);
-    const sections = this.repos.sectionPlans.list(this.ref.projectId, this.ref.name);
-    const open = this.repos.reviewFindings.listOpen(this.ref.projectId, this.ref.name);
-    let lastCoderHandoff: CoderHandoff | null = null;
-    const coder = this.repos.handoffs.latest(this.ref.projectId, this.ref.name, 'code');
-    if (coder) {
-      const p = coder.payload as Partial<CoderHandoff>;
-      lastCoderHandoff = { decisions: p.decisions ?? '', verification: p.verification ?? '', notesForAuditor: p.notesForAuditor ?? '' };
-    }
-    return {
-      loopName: loop.name,
-      state,
-      title: extras.title,
-      planText: large.planText,
-      goal: large.goalText,
-      objective: extras.objective,
-      verification: extras.verification,
-      sections: sections.map((s) => ({ index: s.index, title: s.title, body: s.body, status: s.status })),
-      openFindings: open.map((f) => ({
-        id: f.id,
-        file: f.file,
-        line: f.line > 0 ? f.line : null,
-        severity: f.severity,
-        description: f.description,
-        scenario: f.scenario,
-        occurrences: f.recurrenceCount,
-        sectionIndex: f.sectionIndex,
-      })),
-      lastCoderHandoff,
-      postAction: extras.postAction,
-      worktreeDir: loop.worktreeDir!,
-      baseCommit: loop.baseCommit!,
-      branch: loop.branch!,
-    };
-  }
-
   /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
   private async runPhase(delayMs: number, pendingState?: LoopState): Promise<void> {
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
@@ -371,7 +300,7 @@ export class LoopSupervisor {
     this.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
-    const text = buildPhasePrompt(this.promptContext(loop, state));
+    const text = buildPhasePrompt(promptContextFor(this.repos, loop, state));
     await this.sendPrompt(text);
     // Housekeeping for opencode waits until the session shows activity (its model answered):
     // sent at once, it would compete with opencode starting the turn, which is what the user
@@ -861,11 +790,11 @@ export class LoopSupervisor {
     let mergeText: string | null = null;
     await this.disposeScope(
       true,
-      this.commitAndMerge(loopBefore, reason, state).then((text) => {
+      commitAndMerge(this.teardownDeps(), loopBefore, reason, state).then((text) => {
         mergeText = text;
       }),
     );
-    await this.removeWorktreeIfAsked(loopBefore);
+    await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,
@@ -880,38 +809,8 @@ export class LoopSupervisor {
     this.endedResolve(ended);
   }
 
-  /** Commits what is left and merges a completed loop as configured. */
-  private async commitAndMerge(loop: LoopRow, reason: TerminationReason, state: LoopState): Promise<string | null> {
-    const extras = readExtras(loop);
-    if (!loop.worktreeDir) return null;
-    try {
-      const message = loopTeardownMessage(loop.name, terminationReasonToString(reason), state.iteration);
-      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir, message, { likelyClean: true });
-      if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
-    } catch (error) {
-      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not commit the loop's last changes: ${(error as Error).message}` });
-    }
-    let mergeText: string | null = null;
-    if (reason.kind === 'completed' && extras.merge !== 'never' && loop.repoDir && loop.branch) {
-      try {
-        const result = await this.deps.worktrees.mergeIntoBase({ repoDir: loop.repoDir, branch: loop.branch, baseBranch: loop.baseBranch, loopName: loop.name }, extras.merge);
-        mergeText = result.message;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: result.kind === 'refused' ? 'warning' : 'info', message: result.message });
-      } catch (error) {
-        mergeText = `merge failed: ${(error as Error).message}`;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: mergeText });
-      }
-    }
-    return mergeText;
-  }
-
-  private async removeWorktreeIfAsked(loop: LoopRow): Promise<void> {
-    if (!loop.worktreeDir || !readExtras(loop).cleanupWorktree) return;
-    try {
-      await this.deps.worktrees.removeWorktree(loop.worktreeDir);
-    } catch (error) {
-      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not remove the worktree: ${(error as Error).message}` });
-    }
+  private teardownDeps() {
+    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref };
   }
 
   /** Terminates through the table (cancel, shutdown). */
