@@ -14,6 +14,8 @@ import type { LoopOpencode } from '../opencode/loop-opencode';
 import { attachPermissionResponder } from '../opencode/permission-responder';
 import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
+import { serverEventNotice } from '../opencode/server-supervisor';
+import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
 import { sectionCheckpointMessage, type WorktreeService } from '../workspace';
@@ -79,6 +81,8 @@ interface CurrentSession {
   variant: string | undefined;
   /** Work held back until the session first shows activity (see runPhase). */
   onFirstActivity?: () => void;
+  /** Generation of the opencode server the session was created on. */
+  serverGeneration: number;
 }
 
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
@@ -199,9 +203,9 @@ export class LoopSupervisor {
       onError: (e) => this.deps.log.warn(`[loop ${this.ref.name}] permission reply failed: ${String(e)}`),
     });
     const detachServer = this.agent.server.onEvent((e) => {
-      if (e.type === 'exited') {
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `opencode exited unexpectedly; restarting it. ${e.output.slice(-400)}` });
-      } else if (e.type === 'gave-up') {
+      const notice = serverEventNotice(e);
+      if (notice) this.deps.emit({ type: 'loop.notice', loop: this.ref, ...notice });
+      if (e.type === 'gave-up') {
         void this.locked('opencode gave up', async () => {
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${e.error}` }, this.limits()));
         });
@@ -210,7 +214,9 @@ export class LoopSupervisor {
         this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null, opencodeMarker: e.marker ?? null });
         // In-flight work died with the old process: the phase restarts in a fresh session.
         void this.locked('opencode restarted', async () => {
-          if (!this.current) return;
+          // A session made on the restarted server (the lost one's retry, prompted while this
+          // waited for the lock) lost nothing: aborting it would cost the phase another error.
+          if (!this.current || this.current.serverGeneration >= e.generation) return;
           await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: 'opencode restarted and lost the session in flight' }, this.limits()));
         });
       }
@@ -296,6 +302,7 @@ export class LoopSupervisor {
       inFlight: true,
       // The variant belongs to the coding model: auditor sessions on that same model use it too.
       variant: readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined,
+      serverGeneration: this.agent!.server.generation(),
     };
     this.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
@@ -438,8 +445,11 @@ export class LoopSupervisor {
         this.finishAttempt('failed', event.error.message);
         await this.recordUsage(cur);
         this.current = undefined;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model error: ${event.error.message}` });
-        await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: event.error.message }, this.limits()));
+        // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
+        const { malformed, summary } = summarizeModelError(event.error);
+        if (summary !== event.error.message) this.deps.log.warn(`[loop ${this.ref.name}] model error, as opencode reported it: ${event.error.name}: ${event.error.message}`);
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model error: ${summary}` });
+        await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: malformed ? MALFORMED_STREAM_SUMMARY : summary, malformed }, this.limits()));
       });
       return;
     }

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { initialState, PHASES, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
+import { initialState, parseTerminationReason, PHASES, terminationStatusFor, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
 import {
   LOOP_EVENT_TYPES,
   iterationCap,
@@ -284,6 +284,19 @@ describe('loop transition table', () => {
       }
       const end = nextTransition(s, { type: 'model_error', message: 'HTTP 500' }, limits);
       assert.deepEqual(end.kind === 'terminate' && end.reason, { kind: 'error_max_retries', message: 'HTTP 500' });
+    });
+
+    it('a malformed model stream retries like any model error, then ends with model_stream_malformed', () => {
+      let s = state('auditing');
+      for (let i = 1; i <= limits.maxModelRetries; i++) {
+        const t = nextTransition(s, { type: 'model_error', message: 'broken', malformed: true }, limits);
+        assert.equal(t.kind, 'retrigger');
+        s = (t as { to: LoopState }).to;
+      }
+      const end = nextTransition(s, { type: 'model_error', message: 'broken', malformed: true }, limits);
+      assert.deepEqual(end.kind === 'terminate' && end.reason, { kind: 'model_stream_malformed', message: 'broken' });
+      assert.equal(terminationStatusFor({ kind: 'model_stream_malformed', message: 'broken' }), 'errored');
+      assert.deepEqual(parseTerminationReason('model_stream_malformed: broken'), { kind: 'model_stream_malformed', message: 'broken' });
     });
 
     it('back-off doubles from 2 s and stays at most 30 s', () => {
