@@ -233,6 +233,7 @@ export function exitCodeFor(reason: TerminationReason): number {
     case 'stall_timeout':
       return EXIT.stalled;
     case 'error_max_retries':
+    case 'model_stream_malformed':
     case 'audit_retry_exhausted':
     case 'final_audit_retry_exhausted':
     case 'coding_no_assistant':

@@ -12,6 +12,7 @@ import { createLoopToolBackend } from './loop/tool-backend';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
 import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
+import { EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
 import type { ProviderCatalog } from './opencode/agent-client';
@@ -304,6 +305,11 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       return env;
     },
     opencodeExtraEnv: options.opencodeExtraEnv,
+    prepareModels: async (models) => {
+      if (!options.embeddedModel || !models.some((m) => m.startsWith(`${EMBEDDED_PROVIDER_ID}/`))) return;
+      const e = await (embedded ??= options.embeddedModel());
+      embeddedConfig = e.config;
+    },
     defaultModels: async () => {
       const fromEnv = baseEnv().FORGE_MODEL;
       if (fromEnv) return { model: fromEnv, auditorModel: null, notice: null };

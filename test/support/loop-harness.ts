@@ -67,6 +67,8 @@ export interface LoopHarnessOptions {
   leaseTtlMs?: number;
   /** Extra fields of the mock model in the user's opencode config (e.g. `variants`). */
   modelConfig?: Record<string, unknown>;
+  /** Sees every line the engines log. */
+  onLog?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
 
 export async function createLoopHarness(options: LoopHarnessOptions = {}): Promise<LoopHarness> {
@@ -81,7 +83,12 @@ export async function createLoopHarness(options: LoopHarnessOptions = {}): Promi
     const engine = await createForgeEngine({
       dataDir,
       settings: () => settings,
-      log: { debug: (m) => process.env.FORGE_TEST_LOG === 'debug' && console.warn(m), info: (m) => process.env.FORGE_TEST_LOG === 'debug' && console.warn(m), warn: (m) => process.env.FORGE_TEST_LOG && console.warn(m), error: (m) => console.error(m) },
+      log: {
+        debug: (m) => (options.onLog?.('debug', m), process.env.FORGE_TEST_LOG === 'debug' && console.warn(m)),
+        info: (m) => (options.onLog?.('info', m), process.env.FORGE_TEST_LOG === 'debug' && console.warn(m)),
+        warn: (m) => (options.onLog?.('warn', m), process.env.FORGE_TEST_LOG && console.warn(m)),
+        error: (m) => (options.onLog?.('error', m), console.error(m)),
+      },
       assetsDir: join(REPO_ROOT, 'dist'),
       agentsDir: join(REPO_ROOT, 'src/core/opencode/agents'),
       wasmPath: defaultSqlWasmPath(),

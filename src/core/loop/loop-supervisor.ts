@@ -14,16 +14,12 @@ import type { LoopOpencode } from '../opencode/loop-opencode';
 import { attachPermissionResponder } from '../opencode/permission-responder';
 import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
+import { serverEventNotice } from '../opencode/server-supervisor';
+import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
-import { loopTeardownMessage, sectionCheckpointMessage, type MergeMode, type WorktreeService } from '../workspace';
-import {
-  buildContinueNudge,
-  buildHandoffReminder,
-  buildPhasePrompt,
-  type CoderHandoff,
-  type PromptContext,
-} from './prompts';
+import { sectionCheckpointMessage, type WorktreeService } from '../workspace';
+import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
 import type { LoopRef, LoopRuntimeEvent, LoopTimingMark } from './runtime-types';
 import {
   roleOfPhase,
@@ -36,41 +32,17 @@ import {
   type TerminationReason,
 } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
+import { readExtras, type StoredLoopExtras } from './loop-extras';
+import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
+import { promptContextFor } from './prompt-context';
+
+export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 
 export interface EngineLog {
   debug(message: string): void;
   info(message: string): void;
   warn(message: string): void;
   error(message: string): void;
-}
-
-/** What the runtime stores in `loops.state` besides the row's own columns. */
-export interface StoredLoopExtras {
-  loopState: LoopState;
-  limits: LoopLimits;
-  timing: LoopTiming;
-  title: string;
-  objective: string | null;
-  verification: string | null;
-  merge: MergeMode;
-  postAction: string | null;
-  cleanupWorktree: boolean;
-  gitCommonDir: string;
-  userDenyRules: PermissionRule[];
-  /** pid of the opencode server process group serving the loop (killed on a forced takeover). */
-  opencodePid?: number | null;
-  /** Marker in the environment of every process of that server (see server-process.ts). */
-  opencodeMarker?: string | null;
-  /** Set by another process asking the supervisor to cancel. */
-  cancelRequested?: boolean;
-  /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
-  variant?: string;
-}
-
-export interface LoopTiming {
-  stallTimeoutMs: number;
-  busyStallTimeoutMs: number;
-  idleGateTimeoutMs: number;
 }
 
 export interface SupervisorDeps {
@@ -109,6 +81,8 @@ interface CurrentSession {
   variant: string | undefined;
   /** Work held back until the session first shows activity (see runPhase). */
   onFirstActivity?: () => void;
+  /** Generation of the opencode server the session was created on. */
+  serverGeneration: number;
 }
 
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
@@ -128,9 +102,6 @@ function likelyNextPhase(phase: Phase): Phase | undefined {
   }
 }
 
-export function readExtras(loop: LoopRow): StoredLoopExtras {
-  return loop.state as unknown as StoredLoopExtras;
-}
 
 export class LoopSupervisor {
   readonly ref: LoopRef;
@@ -232,9 +203,9 @@ export class LoopSupervisor {
       onError: (e) => this.deps.log.warn(`[loop ${this.ref.name}] permission reply failed: ${String(e)}`),
     });
     const detachServer = this.agent.server.onEvent((e) => {
-      if (e.type === 'exited') {
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `opencode exited unexpectedly; restarting it. ${e.output.slice(-400)}` });
-      } else if (e.type === 'gave-up') {
+      const notice = serverEventNotice(e);
+      if (notice) this.deps.emit({ type: 'loop.notice', loop: this.ref, ...notice });
+      if (e.type === 'gave-up') {
         void this.locked('opencode gave up', async () => {
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${e.error}` }, this.limits()));
         });
@@ -243,7 +214,9 @@ export class LoopSupervisor {
         this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null, opencodeMarker: e.marker ?? null });
         // In-flight work died with the old process: the phase restarts in a fresh session.
         void this.locked('opencode restarted', async () => {
-          if (!this.current) return;
+          // A session made on the restarted server (the lost one's retry, prompted while this
+          // waited for the lock) lost nothing: aborting it would cost the phase another error.
+          if (!this.current || this.current.serverGeneration >= e.generation) return;
           await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: 'opencode restarted and lost the session in flight' }, this.limits()));
         });
       }
@@ -269,44 +242,6 @@ export class LoopSupervisor {
     const extras = readExtras(loop);
     if (state.auditorModelIndex >= 0) return extras.limits.auditorFallbackModels[state.auditorModelIndex] ?? loop.auditorModel;
     return loop.auditorModel ?? loop.model;
-  }
-
-  private promptContext(loop: LoopRow, state: LoopState): PromptContext {
-    const extras = readExtras(loop);
-    const large = this.repos.loops.getLargeFields(this.ref.projectId, this.ref.name);
-    const sections = this.repos.sectionPlans.list(this.ref.projectId, this.ref.name);
-    const open = this.repos.reviewFindings.listOpen(this.ref.projectId, this.ref.name);
-    let lastCoderHandoff: CoderHandoff | null = null;
-    const coder = this.repos.handoffs.latest(this.ref.projectId, this.ref.name, 'code');
-    if (coder) {
-      const p = coder.payload as Partial<CoderHandoff>;
-      lastCoderHandoff = { decisions: p.decisions ?? '', verification: p.verification ?? '', notesForAuditor: p.notesForAuditor ?? '' };
-    }
-    return {
-      loopName: loop.name,
-      state,
-      title: extras.title,
-      planText: large.planText,
-      goal: large.goalText,
-      objective: extras.objective,
-      verification: extras.verification,
-      sections: sections.map((s) => ({ index: s.index, title: s.title, body: s.body, status: s.status })),
-      openFindings: open.map((f) => ({
-        id: f.id,
-        file: f.file,
-        line: f.line > 0 ? f.line : null,
-        severity: f.severity,
-        description: f.description,
-        scenario: f.scenario,
-        occurrences: f.recurrenceCount,
-        sectionIndex: f.sectionIndex,
-      })),
-      lastCoderHandoff,
-      postAction: extras.postAction,
-      worktreeDir: loop.worktreeDir!,
-      baseCommit: loop.baseCommit!,
-      branch: loop.branch!,
-    };
   }
 
   /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
@@ -367,11 +302,12 @@ export class LoopSupervisor {
       inFlight: true,
       // The variant belongs to the coding model: auditor sessions on that same model use it too.
       variant: readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined,
+      serverGeneration: this.agent!.server.generation(),
     };
     this.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
-    const text = buildPhasePrompt(this.promptContext(loop, state));
+    const text = buildPhasePrompt(promptContextFor(this.repos, loop, state));
     await this.sendPrompt(text);
     // Housekeeping for opencode waits until the session shows activity (its model answered):
     // sent at once, it would compete with opencode starting the turn, which is what the user
@@ -509,8 +445,11 @@ export class LoopSupervisor {
         this.finishAttempt('failed', event.error.message);
         await this.recordUsage(cur);
         this.current = undefined;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model error: ${event.error.message}` });
-        await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: event.error.message }, this.limits()));
+        // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
+        const { malformed, summary } = summarizeModelError(event.error);
+        if (summary !== event.error.message) this.deps.log.warn(`[loop ${this.ref.name}] model error, as opencode reported it: ${event.error.name}: ${event.error.message}`);
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model error: ${summary}` });
+        await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: malformed ? MALFORMED_STREAM_SUMMARY : summary, malformed }, this.limits()));
       });
       return;
     }
@@ -861,11 +800,11 @@ export class LoopSupervisor {
     let mergeText: string | null = null;
     await this.disposeScope(
       true,
-      this.commitAndMerge(loopBefore, reason, state).then((text) => {
+      commitAndMerge(this.teardownDeps(), loopBefore, reason, state).then((text) => {
         mergeText = text;
       }),
     );
-    await this.removeWorktreeIfAsked(loopBefore);
+    await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,
@@ -880,38 +819,8 @@ export class LoopSupervisor {
     this.endedResolve(ended);
   }
 
-  /** Commits what is left and merges a completed loop as configured. */
-  private async commitAndMerge(loop: LoopRow, reason: TerminationReason, state: LoopState): Promise<string | null> {
-    const extras = readExtras(loop);
-    if (!loop.worktreeDir) return null;
-    try {
-      const message = loopTeardownMessage(loop.name, terminationReasonToString(reason), state.iteration);
-      const sha = await this.deps.worktrees.commitAll(loop.worktreeDir, message, { likelyClean: true });
-      if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
-    } catch (error) {
-      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not commit the loop's last changes: ${(error as Error).message}` });
-    }
-    let mergeText: string | null = null;
-    if (reason.kind === 'completed' && extras.merge !== 'never' && loop.repoDir && loop.branch) {
-      try {
-        const result = await this.deps.worktrees.mergeIntoBase({ repoDir: loop.repoDir, branch: loop.branch, baseBranch: loop.baseBranch, loopName: loop.name }, extras.merge);
-        mergeText = result.message;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: result.kind === 'refused' ? 'warning' : 'info', message: result.message });
-      } catch (error) {
-        mergeText = `merge failed: ${(error as Error).message}`;
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: mergeText });
-      }
-    }
-    return mergeText;
-  }
-
-  private async removeWorktreeIfAsked(loop: LoopRow): Promise<void> {
-    if (!loop.worktreeDir || !readExtras(loop).cleanupWorktree) return;
-    try {
-      await this.deps.worktrees.removeWorktree(loop.worktreeDir);
-    } catch (error) {
-      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `could not remove the worktree: ${(error as Error).message}` });
-    }
+  private teardownDeps() {
+    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref };
   }
 
   /** Terminates through the table (cancel, shutdown). */

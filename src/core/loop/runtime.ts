@@ -46,7 +46,7 @@ import {
   type StartLoopRequest,
 } from './runtime-types';
 import { initialState, terminationStatusFor } from './state';
-import { restartState } from './transitions';
+import { iterationCap, restartState } from './transitions';
 
 export interface LoopSandboxPort {
   /** The driver a new loop would be sandboxed with now, or why none works here. */
@@ -76,6 +76,11 @@ export interface LoopRuntimeDeps {
   opencodeExtraEnv?: Record<string, string>;
   /** Models used when neither the request nor the settings name one (the embedded model). */
   defaultModels?: () => Promise<{ model: string | null; auditorModel: string | null; notice: string | null }>;
+  /**
+   * Brings up what a loop's models need before its opencode server starts: the embedded model,
+   * when a loop started on it is restarted (in this process or another one).
+   */
+  prepareModels?: (models: string[]) => Promise<void>;
   sandbox?: LoopSandboxPort;
   /** Lease length; a dead supervisor's loop shows unsupervised after this. */
   leaseTtlMs?: number;
@@ -132,6 +137,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     return async (loop: LoopRow, extras: StoredLoopExtras): Promise<LoopOpencode> => {
       const settings = deps.settings();
       const toolServer = await deps.toolServerFor(projectId, () => {});
+      const models = [loop.model, loop.auditorModel, ...extras.limits.auditorFallbackModels].filter((m): m is string => !!m);
+      await deps.prepareModels?.(models);
       let sandboxEnv: Record<string, string> = {};
       let sandboxConfig: Record<string, unknown> = {};
       if (loop.sandbox) {
@@ -438,6 +445,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         supervisorId,
         leaseExpiresAt: Date.now() + leaseTtlMs,
         iteration: state.iteration,
+        maxIterations: iterationCap(state, extras.limits),
         errorCount: 0,
         consecutiveStalls: 0,
         currentSessionId: null,

@@ -23,7 +23,9 @@ export type TerminationReason =
   | { kind: 'final_audit_retry_exhausted' }
   | { kind: 'coding_no_assistant' }
   | { kind: 'worktree_failed'; message: string }
-  | { kind: 'error_max_retries'; message: string };
+  | { kind: 'error_max_retries'; message: string }
+  /** The model server kept answering with a stream Forge's opencode could not parse. */
+  | { kind: 'model_stream_malformed'; message: string };
 
 export type TerminationKind = TerminationReason['kind'];
 
@@ -41,6 +43,7 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   'coding_no_assistant',
   'worktree_failed',
   'error_max_retries',
+  'model_stream_malformed',
 ];
 
 export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
@@ -66,7 +69,7 @@ export function parseTerminationReason(text: string): TerminationReason {
   const sep = text.indexOf(': ');
   const kind = (sep >= 0 ? text.slice(0, sep) : text) as TerminationKind;
   if (!TERMINATION_KINDS.includes(kind)) throw new Error(`Unknown termination reason "${text}"`);
-  if (kind === 'worktree_failed' || kind === 'error_max_retries') {
+  if (kind === 'worktree_failed' || kind === 'error_max_retries' || kind === 'model_stream_malformed') {
     return { kind, message: sep >= 0 ? text.slice(sep + 2) : '' };
   }
   return { kind } as TerminationReason;
@@ -100,6 +103,11 @@ interface StateBase {
   consecutiveStalls: number;
   /** Index into auditorFallbackModels in use; -1 = the primary auditor model. */
   auditorModelIndex: number;
+  /**
+   * Coding passes made before the last restart (absent: never restarted). A restart keeps the
+   * iteration counting up and gives the loop a fresh iteration budget counted from here.
+   */
+  iterationsBeforeRestart?: number;
 }
 
 export interface CodingState extends StateBase {

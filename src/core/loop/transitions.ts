@@ -29,7 +29,8 @@ export type LoopEvent =
     }
   | { type: 'idle_without_handoff' }
   | { type: 'stall' }
-  | { type: 'model_error'; message: string }
+  /** `malformed`: the model's answer was not a readable stream (the end reason says so if it persists). */
+  | { type: 'model_error'; message: string; malformed?: boolean }
   | { type: 'model_retries_exhausted'; message: string }
   | { type: 'cancel' }
   | { type: 'user_abort' }
@@ -93,7 +94,7 @@ export function nextTransition(state: LoopState, event: LoopEvent, limits: LoopL
     case 'stall':
       return onStall(state, limits);
     case 'model_error':
-      return onModelError(state, limits, event.message, false);
+      return onModelError(state, limits, event.message, false, event.malformed === true);
     case 'model_retries_exhausted':
       return onModelError(state, limits, event.message, true);
     case 'idle_without_handoff':
@@ -127,7 +128,7 @@ function enterCoding(
   effects: TransitionEffect[],
 ): Transition {
   const iteration = state.iteration + 1;
-  if (limits.maxIterations > 0 && iteration > limits.maxIterations) {
+  if (limits.maxIterations > 0 && iteration - (state.iterationsBeforeRestart ?? 0) > limits.maxIterations) {
     return terminate(state, event, { kind: 'max_iterations' }, effects);
   }
   const to = { ...state, ...fresh(state), phase, iteration, sectionIndex } as LoopState;
@@ -189,7 +190,7 @@ function onStall(state: LoopState, limits: LoopLimits): Transition {
   return { kind: 'retrigger', event: 'stall', to, delayMs: 0, effects: [] };
 }
 
-function onModelError(state: LoopState, limits: LoopLimits, message: string, exhausted: boolean): Transition {
+function onModelError(state: LoopState, limits: LoopLimits, message: string, exhausted: boolean, malformed = false): Transition {
   const modelErrors = exhausted ? Number.POSITIVE_INFINITY : state.modelErrors + 1;
   if (modelErrors <= limits.maxModelRetries) {
     const to = { ...state, modelErrors, missedHandoffs: 0 } as LoopState;
@@ -199,10 +200,11 @@ function onModelError(state: LoopState, limits: LoopLimits, message: string, exh
     const to = { ...state, ...fresh(state), auditorModelIndex: state.auditorModelIndex + 1 } as LoopState;
     return { kind: 'retrigger', event: 'auditor_fallback', to, delayMs: 0, effects: [] };
   }
-  return terminate({ ...state, modelErrors: Math.min(modelErrors, limits.maxModelRetries + 1) } as LoopState, 'model_error', {
-    kind: 'error_max_retries',
-    message,
-  });
+  return terminate(
+    { ...state, modelErrors: Math.min(modelErrors, limits.maxModelRetries + 1) } as LoopState,
+    'model_error',
+    malformed ? { kind: 'model_stream_malformed', message } : { kind: 'error_max_retries', message },
+  );
 }
 
 function onMissedHandoff(state: LoopState, limits: LoopLimits): Transition {
@@ -225,7 +227,16 @@ function onMissedHandoff(state: LoopState, limits: LoopLimits): Transition {
   return terminate({ ...state, missedHandoffs, modelErrors } as LoopState, 'no_handoff', reason);
 }
 
-/** Restart keeps identity, plan, section progress and findings; resets iteration and error budget. */
+/**
+ * Restart keeps identity, plan, section progress, findings and the iteration count (it never
+ * goes back: the restarted phase runs in the iteration it was in); it resets the error budgets
+ * and gives a fresh iteration budget, counted from the restarted iteration.
+ */
 export function restartState(state: LoopState): LoopState {
-  return { ...state, ...fresh(state), iteration: 1, auditorModelIndex: -1 };
+  return { ...state, ...fresh(state), auditorModelIndex: -1, iterationsBeforeRestart: state.iteration - 1 };
+}
+
+/** The iteration the loop may reach before it ends with max_iterations (0 = unlimited), for display. */
+export function iterationCap(state: LoopState, limits: Pick<LoopLimits, 'maxIterations'>): number {
+  return limits.maxIterations > 0 ? (state.iterationsBeforeRestart ?? 0) + limits.maxIterations : 0;
 }

@@ -239,3 +239,23 @@ function str(value: unknown): string | undefined {
 function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
 }
+
+/** The end reason's words for a model whose answers opencode could not parse, try after try. */
+export const MALFORMED_STREAM_SUMMARY =
+  "The model server answered with a malformed stream (chat-completions chunks that are not valid JSON) on every try. Check the model server, or the provider's baseURL in your opencode configuration; the raw text is in Forge's log.";
+
+const MALFORMED_NAME = /JSONParseError|TypeValidationError/;
+const MALFORMED_MESSAGE = /JSON pars(e|ing)|Unexpected end of JSON|Invalid JSON response|is not valid JSON/i;
+
+/**
+ * A model error in the words a loop shows (its notices, its end reason): one short line, and
+ * whether the model's stream was malformed. The raw text (parser output, stack traces) is for
+ * the log only.
+ */
+export function summarizeModelError(error: AgentError): { malformed: boolean; summary: string } {
+  if (MALFORMED_NAME.test(error.name) || MALFORMED_MESSAGE.test(error.message)) {
+    return { malformed: true, summary: "the model server's answer was a malformed stream (chunks that are not valid JSON)" };
+  }
+  const first = error.message.split('\n').find((line) => line.trim())?.trim() ?? error.name;
+  return { malformed: false, summary: first.length > 300 ? `${first.slice(0, 297)}…` : first };
+}

@@ -16,8 +16,11 @@
  *   the server carries a per-process marker in its environment (inherited by whatever it
  *   starts, double forks included), and stopping also kills every process carrying it
  *   (Linux, via /proc). Nothing the agents started outlives the server.
+ * - A guardian process (server-guardian.ts) does the same when Forge itself dies without
+ *   stopping the server (SIGKILL, a crashed extension host): opencode never outlives Forge.
  */
 import { findOpencodeOnPath, opencodeNotFoundMessage } from './binary-discovery';
+import { startServerGuardian } from './server-guardian';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -280,6 +283,10 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
   const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
 
   const pid = child.pid;
+  // Kills the server should Forge die without stopping it (a SIGKILL, a crash of the host).
+  const { [PROCESS_MARKER_VARIABLE]: _marker, ...guardianEnv } = env;
+  void _marker;
+  const guardian = pid === undefined ? undefined : startServerGuardian(pid, `${PROCESS_MARKER_VARIABLE}=${marker}`, guardianEnv);
   const stop = async (graceMs = 5_000) => {
     if (pid === undefined) return;
     signalGroup(pid, 'SIGTERM');
@@ -293,6 +300,7 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
     // Stopped means gone, so wait until no process of this server is left (zombies count as gone).
     const deadline = Date.now() + 2_000;
     while (killMarkedProcesses(marker) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await guardian?.stop();
   };
 
   const timeoutMs = options.startTimeoutMs ?? 60_000;

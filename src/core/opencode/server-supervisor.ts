@@ -25,6 +25,30 @@ export type OpencodeServerEvent =
 
 export type OpencodeServerListener = (event: OpencodeServerEvent) => void;
 
+const LISTENING_LINE = /opencode server listening on \S+/;
+
+/**
+ * What to tell the user about a server event (undefined: nothing). The dead server's output
+ * names the address it listened on, which is no longer Forge's: that line is left out, and the
+ * new address is reported once the restarted server listens.
+ */
+export function serverEventNotice(event: OpencodeServerEvent): { level: 'warning' | 'info'; message: string } | undefined {
+  if (event.type === 'exited') {
+    const how = event.exit.signal ? `killed by ${event.exit.signal}` : `exit code ${event.exit.code}`;
+    const said = event.output
+      .split('\n')
+      .filter((line) => line.trim() && !LISTENING_LINE.test(line))
+      .join('\n')
+      .slice(-400)
+      .trim();
+    return { level: 'warning', message: `opencode exited unexpectedly (${how}); restarting it.${said ? ` It said last: ${said}` : ''}` };
+  }
+  if (event.type === 'started' && event.generation > 1) {
+    return { level: 'info', message: `opencode is running again${event.pid ? ` (pid ${event.pid})` : ''}, listening on ${event.endpoint.url}; the phase in flight restarts in a fresh session.` };
+  }
+  return undefined;
+}
+
 export interface OpencodeServerHandle {
   /** Increments on every (re)start; a client that sees it change knows in-flight work was lost. */
   generation(): number;

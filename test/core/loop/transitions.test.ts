@@ -1,7 +1,8 @@
 import { strict as assert } from 'node:assert';
-import { initialState, PHASES, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
+import { initialState, parseTerminationReason, PHASES, terminationStatusFor, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
 import {
   LOOP_EVENT_TYPES,
+  iterationCap,
   nextTransition,
   restartState,
   retryDelayMs,
@@ -285,6 +286,19 @@ describe('loop transition table', () => {
       assert.deepEqual(end.kind === 'terminate' && end.reason, { kind: 'error_max_retries', message: 'HTTP 500' });
     });
 
+    it('a malformed model stream retries like any model error, then ends with model_stream_malformed', () => {
+      let s = state('auditing');
+      for (let i = 1; i <= limits.maxModelRetries; i++) {
+        const t = nextTransition(s, { type: 'model_error', message: 'broken', malformed: true }, limits);
+        assert.equal(t.kind, 'retrigger');
+        s = (t as { to: LoopState }).to;
+      }
+      const end = nextTransition(s, { type: 'model_error', message: 'broken', malformed: true }, limits);
+      assert.deepEqual(end.kind === 'terminate' && end.reason, { kind: 'model_stream_malformed', message: 'broken' });
+      assert.equal(terminationStatusFor({ kind: 'model_stream_malformed', message: 'broken' }), 'errored');
+      assert.deepEqual(parseTerminationReason('model_stream_malformed: broken'), { kind: 'model_stream_malformed', message: 'broken' });
+    });
+
     it('back-off doubles from 2 s and stays at most 30 s', () => {
       assert.deepEqual([1, 2, 3, 4, 5, 9].map(retryDelayMs), [2000, 4000, 8000, 16000, 30000, 30000]);
     });
@@ -335,13 +349,34 @@ describe('loop transition table', () => {
     });
   });
 
-  it('restart resets iteration and budgets, keeps phase and section', () => {
+  it('restart keeps the iteration (it never goes back), resets the error budgets, keeps phase and section', () => {
     const s = state('auditing', { iteration: 9, modelErrors: 3, consecutiveStalls: 2, missedHandoffs: 1, auditorModelIndex: 0 });
     const r = restartState(s);
     assert.equal(r.phase, 'auditing');
     assert.equal(r.sectionIndex, 1);
-    assert.equal(r.iteration, 1);
+    assert.equal(r.iteration, 9);
     assert.equal(r.modelErrors + r.consecutiveStalls + r.missedHandoffs, 0);
     assert.equal(r.auditorModelIndex, -1);
+  });
+
+  it('a restart gives a fresh iteration budget counted from the restarted iteration', () => {
+    const capped = { ...limits, maxIterations: 3 };
+    // Ended at the cap (iteration 3 of 3), restarted: iterations 4 and 5 may run, 6 may not.
+    let s = restartState(state('auditing', { iteration: 3, sectionIndex: 0 }));
+    assert.equal(iterationCap(s, capped), 5);
+    for (const expected of [4, 5]) {
+      const t = nextTransition(s, handoff('auditor', { openBugsInSection: 1 }), capped);
+      assert.equal(summary(t), 'advance:coding');
+      s = (t as Extract<Transition, { kind: 'advance' }>).to;
+      assert.equal(s.iteration, expected);
+      s = { ...s, phase: 'auditing' } as LoopState;
+    }
+    assert.equal(summary(nextTransition(s, handoff('auditor', { openBugsInSection: 1 }), capped)), 'terminate:max_iterations');
+    // Restarted twice: the budget counts from the last restart.
+    const again = restartState(s);
+    assert.equal(again.iteration, 5);
+    assert.equal(iterationCap(again, capped), 7);
+    assert.equal(iterationCap(again, { maxIterations: 0 }), 0, 'unlimited stays unlimited');
+    assert.equal(iterationCap(state('coding', { iteration: 1 }), capped), 3, 'a loop never restarted: the cap itself');
   });
 });

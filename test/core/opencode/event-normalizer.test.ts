@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { createEventNormalizer, type RawOpencodeEvent } from '../../../src/core/opencode/event-normalizer';
+import { createEventNormalizer, MALFORMED_STREAM_SUMMARY, summarizeModelError, type RawOpencodeEvent } from '../../../src/core/opencode/event-normalizer';
+import { serverEventNotice } from '../../../src/core/opencode/server-supervisor';
 
 const status = (sessionID: string, type: string, extra: Record<string, unknown> = {}): RawOpencodeEvent => ({
   type: 'session.status',
@@ -106,5 +107,32 @@ describe('event normalisation', () => {
     );
     assert.equal(out[0]?.type === 'session.error' && out[0].error.name, 'ServerLost');
     assert.deepEqual(n.serverLost('again'), []);
+  });
+});
+
+describe('model errors and server events in a loop\'s words', () => {
+  it('a malformed stream is named, in one line; other errors keep their first line only', () => {
+    // What opencode reports for a chat-completions chunk that is not JSON (seen with the scripted model).
+    const parser = { name: 'UnknownError', message: 'JSON parsing failed: Text: {"id": "broken", "choices": [ {"delta": .\nError message: JSON Parse error: Unexpected EOF' };
+    const m = summarizeModelError(parser);
+    assert.equal(m.malformed, true);
+    assert.ok(!m.summary.includes('\n') && !m.summary.includes('broken'));
+    assert.ok(!MALFORMED_STREAM_SUMMARY.includes('\n') && MALFORMED_STREAM_SUMMARY.length <= 300);
+    assert.equal(summarizeModelError({ name: 'AI_JSONParseError', message: 'x' }).malformed, true);
+    const stack = summarizeModelError({ name: 'UnknownError', message: 'Error: All fibers interrupted\n    at xH (/$bunfs/root/chunk.js:12:1887)' });
+    assert.deepEqual(stack, { malformed: false, summary: 'Error: All fibers interrupted' });
+    assert.deepEqual(summarizeModelError({ name: 'APIError', message: 'HTTP 500' }), { malformed: false, summary: 'HTTP 500' });
+    assert.equal(summarizeModelError({ name: 'APIError', message: 'x'.repeat(1000) }).summary.length, 298);
+  });
+
+  it('a dead server\'s notice leaves out the address it listened on; the restarted one\'s names its own', () => {
+    const exited = serverEventNotice({ type: 'exited', generation: 1, exit: { code: null, signal: 'SIGKILL' }, output: 'opencode server listening on http://127.0.0.1:4242\nWARN something\n' });
+    assert.ok(exited && !exited.message.includes('4242'), exited?.message);
+    assert.match(exited!.message, /^opencode exited unexpectedly \(killed by SIGKILL\); restarting it\. It said last: WARN something$/);
+    const quiet = serverEventNotice({ type: 'exited', generation: 1, exit: { code: 3, signal: null }, output: 'opencode server listening on http://127.0.0.1:4242\n' });
+    assert.equal(quiet?.message, 'opencode exited unexpectedly (exit code 3); restarting it.');
+    const started = serverEventNotice({ type: 'started', generation: 2, endpoint: { url: 'http://127.0.0.1:5151', username: 'forge', password: 'p' }, pid: 7, marker: 'm' });
+    assert.match(started!.message, /pid 7.*http:\/\/127\.0\.0\.1:5151/);
+    assert.equal(serverEventNotice({ type: 'started', generation: 1, endpoint: { url: 'http://127.0.0.1:5151', username: 'forge', password: 'p' }, pid: 7, marker: 'm' }), undefined, 'the first start is no news');
   });
 });

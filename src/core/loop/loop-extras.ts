@@ -1,0 +1,41 @@
+/**
+ * What the runtime stores in a loop row's `state` besides the row's own columns, and how to
+ * read it.
+ */
+import type { PermissionRule } from '../opencode/agent-client';
+import type { LoopRow } from '../storage/repositories';
+import type { MergeMode } from '../workspace';
+import type { LoopLimits, LoopState } from './state';
+
+/** What the runtime stores in `loops.state` besides the row's own columns. */
+export interface StoredLoopExtras {
+  loopState: LoopState;
+  limits: LoopLimits;
+  timing: LoopTiming;
+  title: string;
+  objective: string | null;
+  verification: string | null;
+  merge: MergeMode;
+  postAction: string | null;
+  cleanupWorktree: boolean;
+  gitCommonDir: string;
+  userDenyRules: PermissionRule[];
+  /** pid of the opencode server process group serving the loop (killed on a forced takeover). */
+  opencodePid?: number | null;
+  /** Marker in the environment of every process of that server (see server-process.ts). */
+  opencodeMarker?: string | null;
+  /** Set by another process asking the supervisor to cancel. */
+  cancelRequested?: boolean;
+  /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
+  variant?: string;
+}
+
+export interface LoopTiming {
+  stallTimeoutMs: number;
+  busyStallTimeoutMs: number;
+  idleGateTimeoutMs: number;
+}
+
+export function readExtras(loop: LoopRow): StoredLoopExtras {
+  return loop.state as unknown as StoredLoopExtras;
+}
