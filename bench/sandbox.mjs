@@ -184,13 +184,14 @@ try {
 
     // What a loop pays before its first agent command: the manager's start (availability,
     // create, probe command), the shims, then the first command through the shell shim.
-    // Each sample is a fresh sandbox, against one host spawn of the same command.
+    // Each sample is a fresh runtime (as in a new `forge run` process) and a fresh sandbox;
+    // its ratio is against the host `true` below.
     const firsts = [];
-    const firstHosts = [];
     for (let i = 0; i < LIFECYCLE; i++) {
-      const manager = new sandbox.SandboxManager({ runtime, prefix: `fbench${process.pid}-`, isLoopRunning: () => false });
+      const fresh = sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+      const manager = new sandbox.SandboxManager({ runtime: fresh, prefix: `fbench${process.pid}-`, isLoopRunning: () => false });
       const loopName = `first${i}`;
-      firstHosts.push(await host.true());
+      await host.true();
       const t0 = process.hrtime.bigint();
       const handle = await manager.start({ loopName, worktreeDir, gitCommonDir, network: false, limits, ...extra });
       const shims = await sandbox.prepareOpencodeSandbox(handle, { shimRoot: path.join(base, 'shims') });
@@ -198,7 +199,6 @@ try {
       firsts.push(ms(t0));
       await manager.stop(loopName);
     }
-    ops.set('first command of a loop', { host: median(firstHosts), sandbox: median(firsts) });
 
     const name = `forge-bench-${driver}-${process.pid}`;
     await runtime.remove(name).catch(() => undefined);
@@ -223,7 +223,9 @@ try {
       if (r.exitCode !== 0) throw new Error(`${driver} exec failed: ${r.stderr}`);
       return ms(t0);
     }));
-    ops.set('`true`, shell shim', await timePair(host.true, () => spawnTimed(shims.shellShimPath, ['-c', 'true'], inWorktree)));
+    const shimTrue = await timePair(host.true, () => spawnTimed(shims.shellShimPath, ['-c', 'true'], inWorktree));
+    ops.set('`true`, shell shim', shimTrue);
+    ops.set('first command of a loop', { host: shimTrue.host, sandbox: median(firsts) });
     ops.set('`git status`, shell shim', await timePair(host.git, () => spawnTimed(shims.shellShimPath, ['-c', 'git status'], inWorktree)));
     if (hostRg) ops.set(`\`rg ${RG_ARGS.join(' ')}\`, rg shim`, await timePair(host.rg, () => spawnTimed(shims.ripgrepShimPath, RG_ARGS, inWorktree)));
     const memory = await memoryWhileRunning(shims.shellShimPath, ['-c', 'sleep 30'], inWorktree);
