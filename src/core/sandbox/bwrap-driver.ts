@@ -1,4 +1,4 @@
-import { promises as fs, lstatSync, readlinkSync, existsSync } from 'node:fs';
+import { promises as fs, lstatSync, readlinkSync, existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import {
   assertValidSandboxName,
@@ -13,32 +13,34 @@ import {
   type SandboxSpec,
   type SandboxState,
 } from './types';
-import { resolveOnPath, runCommand, shellQuote } from './process';
+import { resolveOnPath, runCommand } from './process';
 import { SandboxCgroups, errCode } from './cgroup';
-import { describeExit, SANDBOX_BASE_ENV } from './sandbox-env';
+import { describeExit } from './sandbox-env';
+import {
+  buildBwrapArgs,
+  BWRAP_CWD_FROM_SHELL,
+  readBwrapHostLayout,
+  renderBwrapLaunch,
+  type BwrapHostLayout,
+  type HostPathKind,
+} from './bwrap-args';
+
+export { buildBwrapArgs, BWRAP_ETC_ENTRIES, BWRAP_SYSTEM_DIRS, renderBwrapLaunch, type HostPathKind } from './bwrap-args';
 
 /**
  * bubblewrap on Linux. A bwrap "sandbox" is a settings record in Forge's state folder
- * plus a cgroup carrying its limits; every command starts a fresh bwrap that joins the
- * cgroup, so all state lives in the worktree (which is the point) and processes do not
- * outlive their command. The root is an empty read-only tmpfs with the host's /usr and a
- * short list of /etc entries bound read-only, the worktree bound read-write, the main
- * repository's .git read-only, a private /tmp, and every capability dropped (as root,
- * bwrap would otherwise keep them and a command could remount a read-only bind writable).
+ * plus a cgroup carrying its limits; every command starts a fresh bwrap whose processes
+ * join the cgroup before the command starts, so all state lives in the worktree (which is
+ * the point) and processes do not outlive their command. The root is an empty read-only
+ * tmpfs with the host's /usr, a short list of /etc entries (files copied in, folders bound
+ * read-only), the worktree bound read-write, the main repository's .git read-only, a
+ * private /tmp, and every capability dropped (as root, bwrap would otherwise keep them and
+ * a command could remount a read-only bind writable).
+ *
+ * Exec and the opencode shims run the same bash launcher (bwrap-args.ts). Per command,
+ * Forge's side is a stat of the record (cached by its identity, with the host layout
+ * read once per record) and of the cgroup files; see `usableRecord`.
  */
-
-/** /etc entries a shell, git, node, python and TLS need; never the whole /etc (shadow, ssh keys, …). */
-export const BWRAP_ETC_ENTRIES = [
-  'passwd', 'group', 'hosts', 'hostname', 'resolv.conf', 'nsswitch.conf', 'host.conf', 'gai.conf',
-  'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'alternatives', 'localtime', 'timezone',
-  'ssl', 'ca-certificates', 'ca-certificates.conf', 'gitconfig', 'bash.bashrc', 'profile', 'inputrc',
-  'mime.types', 'protocols', 'services', 'os-release', 'debian_version', 'environment', 'npmrc', 'pip.conf',
-];
-
-/** Top-level system folders: a symlink into /usr on merged-/usr hosts, a folder elsewhere. */
-export const BWRAP_SYSTEM_DIRS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
-
-export type HostPathKind = { kind: 'dir' } | { kind: 'file' } | { kind: 'symlink'; target: string } | { kind: 'missing' };
 
 export function describeHostPath(p: string): HostPathKind {
   try {
@@ -50,58 +52,36 @@ export function describeHostPath(p: string): HostPathKind {
   }
 }
 
-export interface BwrapCommandShape {
-  /** Working directory inside; a shell expression like "$FORGE_CWD" is kept as is when `cwdIsShellWord`. */
-  cwd: string;
-  env?: Record<string, string>;
-  /** Tells what each host path is (injected so the argument builder stays pure). */
-  hostPath: (p: string) => HostPathKind;
-}
+/** bwrap 0.5 brought `--perms`, which the launcher uses for the /etc files it copies in. */
+export const BWRAP_MIN_VERSION = [0, 5] as const;
 
-/** bwrap arguments up to and including `--`; the program and its arguments follow. */
-export function buildBwrapArgs(settings: SandboxSpec, shape: BwrapCommandShape): string[] {
-  const args: string[] = ['--ro-bind', '/usr', '/usr'];
-  for (const dir of BWRAP_SYSTEM_DIRS) {
-    const d = shape.hostPath(dir);
-    if (d.kind === 'symlink') args.push('--symlink', d.target, dir);
-    else if (d.kind === 'dir') args.push('--ro-bind', dir, dir);
-  }
-  for (const entry of BWRAP_ETC_ENTRIES) {
-    const p = `/etc/${entry}`;
-    if (shape.hostPath(p).kind !== 'missing') args.push('--ro-bind', p, p);
-  }
-  args.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--tmpfs', '/run');
-  args.push('--bind', settings.worktreeDir, settings.worktreeDir);
-  if (settings.gitCommonDir) args.push('--ro-bind', settings.gitCommonDir, settings.gitCommonDir);
-  for (const p of settings.readOnlyPaths ?? []) args.push('--ro-bind', p, p);
-  args.push('--remount-ro', '/');
-  args.push('--unshare-all');
-  if (settings.network) args.push('--share-net');
-  args.push('--hostname', 'forge-sandbox', '--cap-drop', 'ALL', '--die-with-parent', '--new-session');
-  args.push('--clearenv');
-  for (const [k, v] of Object.entries({ ...SANDBOX_BASE_ENV, ...(shape.env ?? {}) })) args.push('--setenv', k, v);
-  args.push('--chdir', shape.cwd, '--');
-  return args;
+export function bwrapVersionTooOld(version: string): boolean {
+  const m = /(\d+)\.(\d+)/.exec(version);
+  if (!m) return false;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major < BWRAP_MIN_VERSION[0] || (major === BWRAP_MIN_VERSION[0] && minor < BWRAP_MIN_VERSION[1]);
 }
-
-/**
- * Joins the cgroup(s) named before `--`, then execs the rest. Runs on the host, before
- * bwrap, so bwrap and everything under it are counted from their first instruction.
- */
-export const CGROUP_JOIN_SCRIPT =
-  'while [ "$1" != -- ]; do echo $$ > "$1" || { echo "forge: cannot join the sandbox cgroup $1; the command was not run" >&2; exit 125; }; shift; done; shift; exec "$@"';
 
 export interface BwrapRuntimeOptions {
   /** Forge-owned folder holding one settings record per sandbox. */
   stateDir: string;
   bwrapPath?: string;
   cgroups?: SandboxCgroups;
-  /** Shell used to join the cgroup before bwrap (default /bin/sh). */
+  /** Bash on the host, which runs the launcher (default /bin/bash). */
   hostShell?: string;
 }
 
 interface BwrapRecord extends SandboxSettings {
   procsFiles: string[];
+}
+
+/** A record as last read, with the identity of its file and the host layout read with it. */
+interface CachedRecord {
+  identity: string;
+  record: BwrapRecord;
+  layout: BwrapHostLayout;
+  /** The launcher without extra environment, rendered on first use. */
+  launch?: string;
 }
 
 export class BwrapRuntime implements SandboxRuntime {
@@ -111,35 +91,58 @@ export class BwrapRuntime implements SandboxRuntime {
   private readonly cgroups: SandboxCgroups;
   private readonly hostShell: string;
   private readonly oomKillsSeen = new Map<string, number>();
+  private readonly records = new Map<string, CachedRecord>();
+  private available: Promise<SandboxAvailability> | undefined;
 
   constructor(options: BwrapRuntimeOptions) {
     this.stateDir = options.stateDir;
     this.bwrap = options.bwrapPath ?? 'bwrap';
     this.cgroups = options.cgroups ?? new SandboxCgroups();
-    this.hostShell = options.hostShell ?? '/bin/sh';
+    this.hostShell = options.hostShell ?? '/bin/bash';
   }
 
   private recordPath(name: string): string {
     return path.join(this.stateDir, `${name}.json`);
   }
 
-  async checkAvailable(): Promise<SandboxAvailability> {
+  /** A positive answer is kept for the life of this runtime; a negative one is asked again next time. */
+  checkAvailable(): Promise<SandboxAvailability> {
+    if (!this.available) {
+      this.available = this.probeAvailability();
+      void this.available.then((a) => {
+        if (!a.available) this.available = undefined;
+      });
+    }
+    return this.available;
+  }
+
+  private async probeAvailability(): Promise<SandboxAvailability> {
     if (process.platform !== 'linux') return { available: false, reason: 'bubblewrap sandboxes need Linux.' };
     try {
-      const v = await runCommand(this.bwrap, ['--version'], { timeoutMs: 10_000 });
+      // Both at once: each is a process start, and they are independent.
+      const [v, probe] = await Promise.all([
+        runCommand(this.bwrap, ['--version'], { timeoutMs: 10_000 }),
+        runCommand(
+          this.bwrap,
+          ['--ro-bind', '/usr', '/usr', ...readBwrapHostLayout(describeHostPath).systemDirArgs, '--proc', '/proc', '--dev', '/dev', '--unshare-all', '--cap-drop', 'ALL', '--die-with-parent', '--', 'true'],
+          { timeoutMs: 15_000 },
+        ),
+      ]);
       if (v.exitCode !== 0) throw new Error(v.stderr);
-      const probe = await runCommand(
-        this.bwrap,
-        ['--ro-bind', '/usr', '/usr', ...systemDirArgs(), '--proc', '/proc', '--dev', '/dev', '--unshare-all', '--cap-drop', 'ALL', '--die-with-parent', '--', 'true'],
-        { timeoutMs: 15_000 },
-      );
+      const version = v.stdout.trim().replace(/^bubblewrap\s*/, '');
+      if (bwrapVersionTooOld(version)) {
+        return {
+          available: false,
+          reason: `bubblewrap ${version} is too old: Forge needs ${BWRAP_MIN_VERSION.join('.')} or newer. Update the "bubblewrap" package or pick another sandbox driver.`,
+        };
+      }
       if (probe.exitCode !== 0) {
         return {
           available: false,
           reason: `bubblewrap is installed but cannot start a sandbox here: ${probe.stderr.trim()} (user or mount namespaces may be disabled).`,
         };
       }
-      return { available: true, version: v.stdout.trim().replace(/^bubblewrap\s*/, '') };
+      return { available: true, version };
     } catch {
       return { available: false, reason: 'bubblewrap (bwrap) is not installed: install the "bubblewrap" package or pick another sandbox driver.' };
     }
@@ -170,6 +173,7 @@ export class BwrapRuntime implements SandboxRuntime {
     const tmp = `${this.recordPath(spec.name)}.${process.pid}.tmp`;
     await fs.writeFile(tmp, JSON.stringify(record, null, 2));
     await fs.rename(tmp, this.recordPath(spec.name));
+    this.records.delete(spec.name);
   }
 
   async start(name: string): Promise<void> {
@@ -179,6 +183,7 @@ export class BwrapRuntime implements SandboxRuntime {
     const cg = await this.cgroups.create(name, record.limits);
     const next: BwrapRecord = { ...record, unenforcedLimits: cg.unenforced, procsFiles: cg.procsFiles };
     await fs.writeFile(this.recordPath(name), JSON.stringify(next, null, 2));
+    this.records.delete(name);
   }
 
   async stop(name: string): Promise<void> {
@@ -186,36 +191,80 @@ export class BwrapRuntime implements SandboxRuntime {
     // Stopping ends every running command and drops the cgroup; the record stays, so
     // the sandbox is `stopped` and `start` brings it back.
     await this.cgroups.remove(name);
+    this.records.delete(name);
   }
 
   async state(name: string): Promise<SandboxState> {
     assertValidSandboxName(name);
-    let record: BwrapRecord | null;
+    return this.usableRecord(name).state;
+  }
+
+  /**
+   * The sandbox's record as last read, re-read only when its file changed identity (device,
+   * inode, size, modification time: another Forge process may rewrite it), with the host
+   * layout read alongside. One stat per call; synchronous, as it is microseconds on a local
+   * file and saves the event-loop round trips of the asynchronous calls on every command.
+   */
+  private cachedRecord(name: string): CachedRecord | 'missing' | 'unknown' {
+    const file = this.recordPath(name);
+    let identity: string;
     try {
-      record = await this.readRecord(name);
-    } catch {
-      return 'unknown';
+      const st = statSync(file);
+      if (!st.isFile()) return 'unknown';
+      identity = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+    } catch (e) {
+      return errCode(e) === 'ENOENT' ? 'missing' : 'unknown';
     }
-    if (!record) return 'missing';
-    if (record.procsFiles.length > 0 && !(await this.cgroups.exists(name))) return 'stopped';
-    return 'running';
+    const known = this.records.get(name);
+    if (known && known.identity === identity) return known;
+    let record: BwrapRecord;
+    try {
+      record = JSON.parse(readFileSync(file, 'utf8')) as BwrapRecord;
+    } catch (e) {
+      return errCode(e) === 'ENOENT' ? 'missing' : 'unknown';
+    }
+    const cached: CachedRecord = { identity, record, layout: readBwrapHostLayout(describeHostPath) };
+    this.records.set(name, cached);
+    return cached;
+  }
+
+  /** The record when the sandbox can run a command now (its record is readable and its cgroup exists), else its state. */
+  private usableRecord(name: string): { state: 'running'; cached: CachedRecord } | { state: Exclude<SandboxState, 'running'> } {
+    const cached = this.cachedRecord(name);
+    if (cached === 'missing' || cached === 'unknown') return { state: cached };
+    if (cached.record.procsFiles.some((f) => !existsSync(f))) return { state: 'stopped' };
+    return { state: 'running', cached };
+  }
+
+  private launchScript(name: string, cached: CachedRecord, env?: Record<string, string>): string {
+    const { record, layout } = cached;
+    return renderBwrapLaunch({
+      sandboxName: name,
+      bwrapPath: resolveOnPath(this.bwrap, process.env.PATH),
+      args: buildBwrapArgs(record, { cwd: BWRAP_CWD_FROM_SHELL, layout, ...(env ? { env } : {}) }),
+      etcFiles: layout.etcFiles,
+      procsFiles: record.procsFiles,
+      recordFile: this.recordPath(name),
+    });
   }
 
   async exec(name: string, command: string, options: SandboxExecOptions = {}): Promise<SandboxExecResult> {
     assertValidSandboxName(name);
-    const state = await this.state(name);
-    if (state !== 'running') {
+    const usable = this.usableRecord(name);
+    if (usable.state !== 'running') {
+      const state = usable.state;
       throw new SandboxError(
         `Sandbox "${name}" is ${state}, so the command was not run (it never runs on the host).` +
           (state === 'missing' ? ' It was removed; restart the loop to create a new one.' : ''),
         state === 'unknown' ? 'state-unknown' : 'not-usable',
       );
     }
-    const record = (await this.readRecord(name))!;
-    const bwrapArgs = buildBwrapArgs(record, { cwd: options.cwd ?? record.worktreeDir, env: options.env, hostPath: describeHostPath });
-    const argv = [this.hostShell, '-c', CGROUP_JOIN_SCRIPT, 'forge-cgroup-join', ...record.procsFiles, '--', this.bwrap, ...bwrapArgs, 'bash', '-c', command];
-    const r = await runCommand(argv[0]!, argv.slice(1), {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    const { record } = usable.cached;
+    // The same launcher as the opencode shims, so both paths confine alike.
+    const launch = options.env ? this.launchScript(name, usable.cached, options.env) : (usable.cached.launch ??= this.launchScript(name, usable.cached));
+    // --norc: bash would read ~/.bashrc when its stdin is a socket (as node's pipes are).
+    const r = await runCommand(this.hostShell, ['--norc', '--noprofile', '-c', launch, 'forge-exec'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FORGE_CWD: options.cwd ?? record.worktreeDir, FORGE_COMMAND: command },
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       ...(options.stdin !== undefined ? { input: options.stdin } : {}),
     });
@@ -235,6 +284,7 @@ export class BwrapRuntime implements SandboxRuntime {
     assertValidSandboxName(name);
     await this.cgroups.remove(name);
     this.oomKillsSeen.delete(name);
+    this.records.delete(name);
     try {
       await fs.unlink(this.recordPath(name));
     } catch (e) {
@@ -250,6 +300,7 @@ export class BwrapRuntime implements SandboxRuntime {
     const cg = await this.cgroups.create(name, limits);
     const next: BwrapRecord = { ...record, limits, unenforcedLimits: cg.unenforced, procsFiles: cg.procsFiles };
     await fs.writeFile(this.recordPath(name), JSON.stringify(next, null, 2));
+    this.records.delete(name);
   }
 
   async listByPrefix(prefix: string): Promise<string[]> {
@@ -276,31 +327,10 @@ export class BwrapRuntime implements SandboxRuntime {
   }
 
   async renderShimLaunch(settings: SandboxSettings): Promise<string> {
-    const record = await this.readRecord(settings.name);
-    if (!record) throw new SandboxError(`Sandbox "${settings.name}" does not exist.`, 'not-usable');
-    const recordFile = this.recordPath(settings.name);
-    const bwrapArgs = buildBwrapArgs(record, { cwd: '@@CWD@@', hostPath: describeHostPath })
-      .map((a) => (a === '@@CWD@@' ? '"$FORGE_CWD"' : shellQuote(a)))
-      .join(' ');
-    return [
-      // The record is the sandbox: once it is gone (stopped loop, removal out of band), fail.
-      `if [ ! -f ${shellQuote(recordFile)} ]; then echo "forge: sandbox ${settings.name} is gone; the command was not run (it never runs on the host)" >&2; exit 125; fi`,
-      // Cgroup paths are fixed per sandbox; a stopped sandbox has none, so joining fails.
-      ...record.procsFiles.map(
-        (f) =>
-          `echo $$ > ${shellQuote(f)} || { echo "forge: cannot join the sandbox cgroup (sandbox ${settings.name} stopped?); the command was not run" >&2; exit 125; }`,
-      ),
-      `exec /usr/bin/env -i PATH=${shellQuote(process.env.PATH ?? '/usr/bin:/bin')} ${shellQuote(resolveOnPath(this.bwrap, process.env.PATH))} ${bwrapArgs} bash -c "$FORGE_COMMAND"`,
-    ].join('\n');
+    assertValidSandboxName(settings.name);
+    const cached = this.cachedRecord(settings.name);
+    if (cached === 'unknown') throw new SandboxError(`Could not read the state of sandbox "${settings.name}" (${this.recordPath(settings.name)}).`, 'state-unknown');
+    if (cached === 'missing') throw new SandboxError(`Sandbox "${settings.name}" does not exist.`, 'not-usable');
+    return this.launchScript(settings.name, cached);
   }
-}
-
-function systemDirArgs(): string[] {
-  const out: string[] = [];
-  for (const dir of BWRAP_SYSTEM_DIRS) {
-    const d = describeHostPath(dir);
-    if (d.kind === 'symlink') out.push('--symlink', d.target, dir);
-    else if (d.kind === 'dir') out.push('--ro-bind', dir, dir);
-  }
-  return out;
 }

@@ -156,7 +156,10 @@ describe('bwrap driver arguments', () => {
     const args = buildBwrapArgs(spec, { cwd: '/data/worktrees/demo/src', hostPath: mergedUsr });
     assert.deepEqual(values(args, '--bind'), ['/data/worktrees/demo']);
     assert.ok(values(args, '--ro-bind').includes('/home/u/repo/.git'));
-    assert.ok(values(args, '--ro-bind').includes('/etc/passwd'));
+    // /etc files are copied in from a descriptor the launcher opens (cheaper than a bind each), folders bound.
+    assert.deepEqual(values(args, '--file'), ['20']);
+    assert.equal(args[args.indexOf('--file') + 2], '/etc/passwd');
+    assert.ok(values(args, '--ro-bind').includes('/etc/ssl'));
     assert.ok(!values(args, '--ro-bind').includes('/etc'), 'never the whole /etc (shadow, ssh host keys)');
     assert.ok(!values(args, '--ro-bind').includes('/etc/shadow'));
     assert.deepEqual(values(args, '--symlink'), ['usr/bin', 'usr/lib']);

@@ -1,0 +1,187 @@
+/**
+ * The bwrap launcher: which host paths a sandbox shows and how (pure), and the bash
+ * launcher's cgroup join, run for real against a stand-in for bwrap and a cgroup tree in a
+ * temporary folder, so the timing between bwrap's report and the join can be forced.
+ */
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  buildBwrapArgs,
+  BWRAP_CWD_FROM_SHELL,
+  BWRAP_ETC_FIRST_FD,
+  readBwrapHostLayout,
+  renderBwrapLaunch,
+  type HostPathKind,
+} from '../../../src/core/sandbox/bwrap-args';
+import { bwrapVersionTooOld, BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
+import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
+import type { SandboxSpec } from '../../../src/core/sandbox/types';
+
+const spec: SandboxSpec = { name: 'forge-demo', worktreeDir: '/data/wt', gitCommonDir: '/data/repo/.git', network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } };
+
+function host(paths: Record<string, HostPathKind>): (p: string) => HostPathKind {
+  return (p) => paths[p] ?? { kind: 'missing' };
+}
+
+describe('bwrap host layout', () => {
+  it('copies /etc files in, binds /etc folders, follows symlinks to decide, and drops dangling or looping links', () => {
+    const layout = readBwrapHostLayout(
+      host({
+        '/bin': { kind: 'symlink', target: 'usr/bin' },
+        '/lib64': { kind: 'dir' },
+        '/etc/passwd': { kind: 'file' },
+        '/etc/ssl': { kind: 'dir' },
+        '/etc/localtime': { kind: 'symlink', target: '/usr/share/zoneinfo/Etc/UTC' },
+        '/usr/share/zoneinfo/Etc/UTC': { kind: 'file' },
+        '/etc/os-release': { kind: 'symlink', target: '../usr/lib/os-release' },
+        '/usr/lib/os-release': { kind: 'file' },
+        '/etc/alternatives': { kind: 'symlink', target: 'alt-real' },
+        '/etc/alt-real': { kind: 'dir' },
+        '/etc/resolv.conf': { kind: 'symlink', target: '/run/gone' },
+        '/etc/hosts': { kind: 'symlink', target: 'hosts' },
+      }),
+    );
+    assert.deepEqual(layout.systemDirArgs, ['--symlink', 'usr/bin', '/bin', '--ro-bind', '/lib64', '/lib64']);
+    assert.deepEqual(layout.etcFiles, ['/etc/passwd', '/etc/localtime', '/etc/os-release']);
+    assert.deepEqual(layout.etcDirs, ['/etc/alternatives', '/etc/ssl']);
+  });
+
+  it('numbers the copied files from BWRAP_ETC_FIRST_FD in layout order, read-only mode, all before the root turns read-only', () => {
+    const layout = { systemDirArgs: [], etcFiles: ['/etc/passwd', '/etc/group'], etcDirs: ['/etc/ssl'] };
+    const args = buildBwrapArgs(spec, { cwd: '/data/wt', layout });
+    const files = args.flatMap((a, i) => (a === '--file' ? [[args[i - 2], args[i - 1], args[i + 1], args[i + 2]]] : []));
+    assert.deepEqual(files, [
+      ['--perms', '0644', String(BWRAP_ETC_FIRST_FD), '/etc/passwd'],
+      ['--perms', '0644', String(BWRAP_ETC_FIRST_FD + 1), '/etc/group'],
+    ]);
+    assert.ok(args.lastIndexOf('--file') < args.indexOf('--remount-ro'));
+    assert.ok(!args.includes('/etc'));
+  });
+});
+
+describe('bwrap launcher text', () => {
+  const plan = {
+    sandboxName: 'forge-demo',
+    bwrapPath: '/usr/bin/bwrap',
+    args: buildBwrapArgs(spec, { cwd: BWRAP_CWD_FROM_SHELL, layout: { systemDirArgs: [], etcFiles: ['/etc/passwd'], etcDirs: [] } }),
+    etcFiles: ['/etc/passwd'],
+    recordFile: '/state/forge-demo.json',
+  };
+
+  it('checks the record first, opens each /etc file on its descriptor, and execs bwrap with the working directory from the shell', () => {
+    const text = renderBwrapLaunch({ ...plan, procsFiles: [] });
+    const lines = text.split('\n');
+    assert.match(lines[0]!, /^if \[ ! -f \/state\/forge-demo\.json \]; then .*never runs on the host.*exit 125; fi$/);
+    assert.ok(lines.includes(`[ -r /etc/passwd ] && exec ${BWRAP_ETC_FIRST_FD}</etc/passwd || exec ${BWRAP_ETC_FIRST_FD}</dev/null`));
+    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
+    assert.ok(!text.includes('--block-fd'), 'no cgroup, nothing to wait for');
+  });
+
+  it('with a cgroup, makes the sandbox wait for the join of its first process (never bwrap itself)', () => {
+    const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'] });
+    assert.match(text.split('\n').at(-1)!, /^exec \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
+    assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
+    assert.ok(!/echo "\$forge_bwrap" >/.test(text));
+  });
+});
+
+describe('bwrap launcher against a stand-in bwrap', function () {
+  this.timeout(60_000);
+  let base: string;
+  let worktreeDir: string;
+  let cgroupRoot: string;
+
+  beforeEach(() => {
+    base = mkdtempSync(path.join(os.tmpdir(), 'forge-bwrap-launch-'));
+    worktreeDir = path.join(base, 'wt');
+    mkdirSync(worktreeDir);
+    // A cgroup v2 tree as plain files: Forge creates, writes and joins it like the real one.
+    cgroupRoot = path.join(base, 'cgroup');
+    mkdirSync(cgroupRoot);
+    writeFileSync(path.join(cgroupRoot, 'cgroup.controllers'), 'cpu memory pids\n');
+  });
+  afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+  /**
+   * Reports its own pid as the sandbox's first process in writes like real bwrap's, the last
+   * one `reportGapS` later, waits for the go byte, then runs the command.
+   * A failed write kills it with SIGPIPE, as it ends real bwrap.
+   */
+  function standInBwrap(reportGapS: number): string {
+    const file = path.join(base, 'fake-bwrap');
+    writeFileSync(
+      file,
+      [
+        '#!/bin/bash',
+        'info= block=',
+        'while [ $# -gt 0 ]; do case $1 in --info-fd) info=$2; shift 2;; --block-fd) block=$2; shift 2;; --) shift; break;; *) shift;; esac; done',
+        'if [ -n "$info" ]; then',
+        // bwrap 0.8's order: the pid, each namespace (which ends the pid's line), the end.
+        `  printf '{\\n    "child-pid": %s' $$ >&$info`,
+        `  printf ',\\n    "cgroup-namespace": 4026531835' >&$info`,
+        `  sleep ${reportGapS}`,
+        `  printf '\\n}\\n' >&$info`,
+        '  exec {info}>&-',
+        '  read -r -n 1 -u $block _',
+        'fi',
+        'exec "$@"',
+        '',
+      ].join('\n'),
+    );
+    chmodSync(file, 0o755);
+    return file;
+  }
+
+  async function runtimeWith(bwrapPath: string): Promise<BwrapRuntime> {
+    const runtime = new BwrapRuntime({ stateDir: path.join(base, 'state'), bwrapPath, cgroups: new SandboxCgroups({ root: cgroupRoot }) });
+    await runtime.create({ ...spec, name: 'forge-launch', worktreeDir, gitCommonDir: undefined });
+    writeFileSync(path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs'), ''); // the kernel's file
+    return runtime;
+  }
+
+  it('joins the sandbox\'s first process to the cgroup before the command runs, and lets bwrap finish its report', async () => {
+    const runtime = await runtimeWith(standInBwrap(0.3));
+    const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
+    // The command runs as the stand-in's own process (it execs), so $$ is the reported pid.
+    const r = await runtime.exec('forge-launch', `grep -qx "$$" ${procs} && echo joined-before-start`, { timeoutMs: 20_000 });
+    assert.equal(r.timedOut, false);
+    assert.equal(r.exitCode, 0, `exit ${r.exitCode}: ${r.stderr}`);
+    assert.equal(r.stdout, 'joined-before-start\n');
+  });
+
+  it('runs nothing and says why when the cgroup cannot be joined', async () => {
+    const runtime = await runtimeWith(standInBwrap(0));
+    const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
+    rmSync(procs);
+    mkdirSync(procs); // still there, but a write to it fails
+    const marker = path.join(worktreeDir, 'ran.txt');
+    const r = await runtime.exec('forge-launch', `touch ${marker}`, { timeoutMs: 20_000 });
+    assert.notEqual(r.exitCode, 0);
+    assert.match(r.stderr, /forge: cannot join the sandbox cgroup \(sandbox forge-launch stopped\?\); the command was not run/);
+    assert.equal(existsSync(marker), false);
+  });
+
+  it('sees a record rewritten by another Forge process at the next command', async () => {
+    const runtime = await runtimeWith(standInBwrap(0));
+    assert.equal((await runtime.exec('forge-launch', 'echo ok')).stdout, 'ok\n');
+    const record = path.join(base, 'state', 'forge-launch.json');
+    const text = readFileSync(record, 'utf8');
+    // Another Forge process changes the record: the next command sees the change.
+    writeFileSync(record, text.replace(/"network": false/, '"network": true'));
+    assert.equal((await runtime.readSettings('forge-launch'))?.network, true);
+    const launch = await runtime.renderShimLaunch((await runtime.readSettings('forge-launch'))!);
+    assert.ok(launch.includes('--share-net'));
+  });
+});
+
+describe('bwrap version check', () => {
+  it('refuses bubblewrap older than 0.5 (no --perms)', () => {
+    assert.equal(bwrapVersionTooOld('0.4.1'), true);
+    assert.equal(bwrapVersionTooOld('0.5.0'), false);
+    assert.equal(bwrapVersionTooOld('0.8.0'), false);
+    assert.equal(bwrapVersionTooOld('1.0'), false);
+    assert.equal(bwrapVersionTooOld('unknown'), false);
+  });
+});
