@@ -1,0 +1,328 @@
+/**
+ * Runs one check: a command (through an executor, the host by default) or a file assertion
+ * (in Node, confined to the worktree). The thin I/O side of the gate; what a result means is
+ * evaluate.ts's business.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { isAbsolute, join, relative, sep } from 'node:path';
+import { isSecretVariableName } from '../sandbox/host-shell';
+import { shellQuote } from '../sandbox/process';
+import type { SandboxRuntime } from '../sandbox/types';
+import { OutputTail } from './output-tail';
+import { CHECK_MARKER_VARIABLE, signalMarkedProcesses, signalProcessGroup } from './process-marker';
+import type { CheckResult, CheckSpec, CheckStatus, FileCheckSpec } from './types';
+import { normaliseWorktreePath } from './worktree-path';
+
+export const DEFAULT_CHECK_TIMEOUT_MS = 10 * 60_000;
+export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024;
+/** `contains` and `matches` read files up to this size. */
+export const MAX_ASSERTED_FILE_BYTES = 32 * 1024 * 1024;
+
+export interface CheckCommandRequest {
+  command: string;
+  /** The loop's worktree (absolute). */
+  cwd: string;
+  timeoutMs: number;
+  maxOutputBytes: number;
+}
+
+export interface CheckCommandOutcome {
+  /** null when a signal ended the command. */
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  /** The last `maxOutputBytes` of stdout and stderr together. */
+  outputTail: string;
+  outputBytes: number;
+  outputTruncated: boolean;
+  /** Something the executor wants said beside the result (e.g. a process it could not stop). */
+  note?: string;
+}
+
+/**
+ * Runs `bash -c command` in `cwd`; kills it and everything it started at `timeoutMs`. Rejects
+ * only when the command could not be started at all (the message says why).
+ */
+export type CheckExecutor = (request: CheckCommandRequest) => Promise<CheckCommandOutcome>;
+
+export interface RunCheckOptions {
+  /** The loop's worktree (absolute): commands run there, file paths resolve inside it. */
+  cwd: string;
+  /** Per check; default 10 minutes. */
+  timeoutMs?: number;
+  /** Output kept per check (its tail); default 64 KiB. */
+  maxOutputBytes?: number;
+  /** Where commands run; default the host (`hostCheckExecutor()`). */
+  exec?: CheckExecutor;
+  /** Epoch milliseconds; default Date.now. */
+  now?: () => number;
+}
+
+export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promise<CheckResult> {
+  const now = options.now ?? Date.now;
+  const startedAt = now();
+  const started = performance.now();
+  const base = { checkId: spec.id, label: spec.label, kind: spec.kind, startedAt };
+  const elapsed = () => Math.round(performance.now() - started);
+  if (spec.kind !== 'command') {
+    const { status, message } = await evaluateFileCheck(spec, options.cwd);
+    return { ...base, status, message, exitCode: null, signal: null, durationMs: elapsed(), outputTail: '', outputBytes: 0, outputTruncated: false };
+  }
+  const timeoutMs = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
+  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  const exec = options.exec ?? hostCheckExecutor();
+  let outcome: CheckCommandOutcome;
+  try {
+    outcome = await exec({ command: spec.command, cwd: options.cwd, timeoutMs, maxOutputBytes });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return {
+      ...base,
+      status: 'not-started',
+      message: `could not start: ${reason}`,
+      exitCode: null,
+      signal: null,
+      durationMs: elapsed(),
+      outputTail: '',
+      outputBytes: 0,
+      outputTruncated: false,
+    };
+  }
+  const { status, message } = describeOutcome(outcome, timeoutMs);
+  return {
+    ...base,
+    status,
+    message: outcome.note ? `${message} (${outcome.note})` : message,
+    exitCode: outcome.exitCode,
+    signal: outcome.signal,
+    durationMs: elapsed(),
+    outputTail: outcome.outputTail,
+    outputBytes: outcome.outputBytes,
+    outputTruncated: outcome.outputTruncated,
+  };
+}
+
+/** Runs checks one after another (they share the worktree, so never at once). */
+export async function runChecks(specs: readonly CheckSpec[], options: RunCheckOptions): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  for (const spec of specs) results.push(await runCheck(spec, options));
+  return results;
+}
+
+/** What a command's outcome means: bash's 126/127 are a command that could not start. Pure. */
+export function describeOutcome(outcome: CheckCommandOutcome, timeoutMs: number): { status: CheckStatus; message: string } {
+  if (outcome.timedOut) return { status: 'timed-out', message: `timed out after ${timeoutMs} ms; Forge killed it and everything it started` };
+  if (outcome.exitCode === 0) return { status: 'passed', message: 'exited with code 0' };
+  const said = lastLine(outcome.outputTail);
+  if (outcome.exitCode === 127) {
+    return { status: 'not-started', message: `command not found (exit 127)${said ? `: ${said}` : ''}` };
+  }
+  if (outcome.exitCode === 126) {
+    return { status: 'not-started', message: `command found but not executable (exit 126)${said ? `: ${said}` : ''}` };
+  }
+  if (outcome.exitCode === null) return { status: 'failed', message: `ended by signal ${outcome.signal ?? 'unknown'}` };
+  return { status: 'failed', message: `exited with code ${outcome.exitCode}` };
+}
+
+function lastLine(text: string): string {
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  return (lines[lines.length - 1] ?? '').trim().slice(0, 300);
+}
+
+export interface HostCheckExecutorOptions {
+  /**
+   * The command's environment. Default: Forge's own minus every variable whose name says it
+   * holds a credential (the agent shell's rule, host-shell.ts): a check runs code the agent
+   * wrote, which must not read Forge's or the user's secrets through it.
+   */
+  env?: NodeJS.ProcessEnv;
+  /** Between SIGTERM and SIGKILL at a timeout; default 2 s. */
+  killGraceMs?: number;
+  /** Called with the peak bytes the output tail held (for tests and benchmarks). */
+  onPeakHeldBytes?: (bytes: number) => void;
+}
+
+/** How long the output may stay open after the command exited, for its last bytes to arrive. */
+const OUTPUT_DRAIN_MS = 1_000;
+
+/**
+ * Runs checks on this machine: `bash -c` in the worktree, leading its own process group, every
+ * process marked (`FORGE_CHECK_RUN`). stdout and stderr share one pipe so the tail interleaves
+ * them as a terminal would. When the command exits, or at its timeout, nothing it started
+ * survives it: its group and every marked process are killed (a check that starts a server in
+ * the background must not leave it running).
+ */
+export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}): CheckExecutor {
+  return async (request) => {
+    const stat = await fs.stat(request.cwd).catch(() => null);
+    if (!stat?.isDirectory()) throw new Error(`the worktree folder ${request.cwd} does not exist; Forge runs checks in the loop's worktree`);
+    const marker = randomBytes(12).toString('hex');
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(executorOptions.env ?? defaultCheckEnvironment())) if (value !== undefined) env[key] = value;
+    env[CHECK_MARKER_VARIABLE] = marker;
+    const tail = new OutputTail(request.maxOutputBytes);
+    // The outer bash only points stderr at stdout and becomes the check's bash (`$0` is "bash",
+    // so messages read `bash: line 1: nosuch: command not found`).
+    const child = spawn('bash', ['-c', 'exec bash -c "$1" 2>&1', 'forge-check', request.command], {
+      cwd: request.cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const spawnFailed = new Promise<Error>((resolve) => child.once('error', resolve));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    let openStreams = 2;
+    let streamsClosed!: () => void;
+    const allStreamsClosed = new Promise<void>((resolve) => (streamsClosed = resolve));
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.on('data', (chunk: Buffer) => tail.push(chunk));
+      stream.once('close', () => {
+        if (--openStreams === 0) streamsClosed();
+      });
+    }
+    const pid = child.pid;
+    const killAll = (signal: NodeJS.Signals) => {
+      if (pid !== undefined) signalProcessGroup(pid, signal);
+      return signalMarkedProcesses(marker, signal);
+    };
+
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killAll('SIGTERM');
+      setTimeout(() => killAll('SIGKILL'), executorOptions.killGraceMs ?? 2_000).unref();
+    }, request.timeoutMs);
+
+    const first = await Promise.race([exited.then((exit) => ({ exit })), spawnFailed.then((error) => ({ error }))]);
+    clearTimeout(timer);
+    if ('error' in first) {
+      killAll('SIGKILL');
+      throw new Error(`bash could not be started in ${request.cwd} (${first.error.message}); Forge needs bash on PATH to run checks`);
+    }
+    // The command has exited: whatever it left behind goes now, then the output may end.
+    const deadline = Date.now() + 2_000;
+    while (killAll('SIGKILL') > 0 && Date.now() < deadline) await sleep(20);
+    let note: string | undefined;
+    let drainTimer: NodeJS.Timeout | undefined;
+    const drained = await Promise.race([
+      allStreamsClosed.then(() => true),
+      new Promise<false>((resolve) => (drainTimer = setTimeout(() => resolve(false), OUTPUT_DRAIN_MS))),
+    ]);
+    clearTimeout(drainTimer);
+    if (!drained) {
+      // Held open by a process that dropped Forge's marker from its environment: stop reading.
+      child.stdout.destroy();
+      child.stderr.destroy();
+      note = 'a process it started, which Forge could not find to stop, kept its output open';
+    }
+    executorOptions.onPeakHeldBytes?.(tail.peakHeldBytes);
+    return {
+      exitCode: first.exit.code,
+      signal: first.exit.signal,
+      timedOut,
+      outputTail: tail.text(),
+      outputBytes: tail.totalBytes,
+      outputTruncated: tail.truncated,
+      ...(note ? { note } : {}),
+    };
+  };
+}
+
+/** Forge's environment minus credentials (see HostCheckExecutorOptions.env). */
+export function defaultCheckEnvironment(base: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(base)) if (value !== undefined && !isSecretVariableName(key)) env[key] = value;
+  return env;
+}
+
+/**
+ * Runs checks inside a loop's sandbox (`SandboxRuntime.exec`, which kills the command's tree at
+ * its timeout). The sandbox side keeps only the output's tail (`tail -c`), so a check printing
+ * 100 MB never crosses into Forge; `pipefail` keeps the command's own exit code.
+ */
+export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sandboxName: string): CheckExecutor {
+  return async (request) => {
+    const script = `set -o pipefail; { bash -c ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
+    const result = await runtime.exec(sandboxName, script, { cwd: request.cwd, timeoutMs: request.timeoutMs });
+    const tail = new OutputTail(request.maxOutputBytes);
+    tail.push(Buffer.from(result.stdout + result.stderr, 'utf8'));
+    return {
+      exitCode: result.exitCode,
+      signal: result.killed === 'memory-limit' ? 'SIGKILL' : null,
+      timedOut: result.timedOut,
+      outputTail: tail.text(),
+      // Only the tail crosses out of the sandbox: a full tail says the output may have been longer.
+      outputBytes: tail.totalBytes,
+      outputTruncated: tail.totalBytes >= request.maxOutputBytes,
+      ...(result.note ? { note: result.note } : {}),
+    };
+  };
+}
+
+/**
+ * A file assertion, with the path resolved inside the worktree and symbolic links followed: a
+ * path whose real location is outside the worktree is refused, whatever it points at.
+ */
+export async function evaluateFileCheck(spec: FileCheckSpec, worktreeDir: string): Promise<{ status: CheckStatus; message: string }> {
+  const written = normaliseWorktreePath(spec.path);
+  if ('error' in written) return { status: 'refused', message: `${written.error}` };
+  const root = await fs.realpath(worktreeDir).catch(() => null);
+  if (root === null) return { status: 'not-started', message: `the worktree folder ${worktreeDir} does not exist; Forge checks files in the loop's worktree` };
+  const path = written.path;
+  const located = await realLocation(join(root, path));
+  if (!isInside(root, located.real)) {
+    return {
+      status: 'refused',
+      message: `${path} leads to ${located.real} through a symbolic link, outside the worktree; Forge checks files inside the worktree only: check a file of the repository instead`,
+    };
+  }
+  if (!located.exists) return { status: 'failed', message: `${path} does not exist in the worktree` };
+  if (spec.kind === 'exists') return { status: 'passed', message: `${path} exists` };
+  const stat = await fs.stat(located.real);
+  if (stat.isDirectory()) return { status: 'failed', message: `${path} is a folder; "${spec.kind}" reads a file: name a file` };
+  if (stat.size > MAX_ASSERTED_FILE_BYTES) {
+    return { status: 'failed', message: `${path} is ${(stat.size / 1024 / 1024).toFixed(1)} MB; Forge reads files up to ${MAX_ASSERTED_FILE_BYTES / 1024 / 1024} MB for "${spec.kind}"` };
+  }
+  const content = await fs.readFile(located.real, 'utf8');
+  if (spec.kind === 'contains') {
+    return content.includes(spec.text)
+      ? { status: 'passed', message: `${path} contains ${JSON.stringify(spec.text)}` }
+      : { status: 'failed', message: `${path} does not contain ${JSON.stringify(spec.text)}` };
+  }
+  const regex = new RegExp(spec.pattern, spec.flags);
+  return regex.test(content)
+    ? { status: 'passed', message: `${path} matches /${spec.pattern}/${spec.flags}` }
+    : { status: 'failed', message: `${path} does not match /${spec.pattern}/${spec.flags}` };
+}
+
+/**
+ * Where `path` really is: its real path when it exists; otherwise the real path of its longest
+ * existing ancestor joined with the rest (so a link to a missing file outside is still caught).
+ */
+async function realLocation(path: string, linksLeft = 40): Promise<{ real: string; exists: boolean }> {
+  const real = await fs.realpath(path).catch(() => null);
+  if (real !== null) return { real, exists: true };
+  // A dangling link: judge where it points (a cycle of links ends at the kernel's own limit).
+  const target = linksLeft > 0 ? await fs.readlink(path).catch(() => null) : null;
+  if (target !== null) {
+    const pointed = isAbsolute(target) ? target : join(path, '..', target);
+    return { real: (await realLocation(pointed, linksLeft - 1)).real, exists: false };
+  }
+  const parent = join(path, '..');
+  if (parent === path) return { real: path, exists: false };
+  const base = path.slice(parent.length + (parent.endsWith(sep) ? 0 : 1));
+  return { real: join((await realLocation(parent, linksLeft)).real, base), exists: false };
+}
+
+function isInside(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
