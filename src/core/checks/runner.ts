@@ -258,7 +258,8 @@ export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sand
       // Only the tail crosses out of the sandbox: a full tail says the output may have been longer.
       outputBytes: tail.totalBytes,
       outputTruncated: tail.totalBytes >= request.maxOutputBytes,
-      ...(result.note ? { note: result.note } : {}),
+      // A timeout is said by runCheck already; a memory-limit kill is worth the driver's words.
+      ...(result.note && !result.timedOut ? { note: result.note } : {}),
     };
   };
 }
