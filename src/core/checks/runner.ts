@@ -72,6 +72,8 @@ export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promi
   }
   const timeoutMs = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new RangeError(`A check's timeout must be a positive number of milliseconds, not ${timeoutMs}.`);
+  if (!(maxOutputBytes > 0) || !Number.isInteger(maxOutputBytes)) throw new RangeError(`A check's output limit must be a positive whole number of bytes, not ${maxOutputBytes}.`);
   const exec = options.exec ?? hostCheckExecutor();
   let outcome: CheckCommandOutcome;
   try {
@@ -165,7 +167,7 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
     const tail = new OutputTail(request.maxOutputBytes);
     // The outer bash only points stderr at stdout and becomes the check's bash (`$0` is "bash",
     // so messages read `bash: line 1: nosuch: command not found`).
-    const child = spawn('bash', ['-c', 'exec bash -c "$1" 2>&1', 'forge-check', request.command], {
+    const child = spawn('bash', ['-c', 'exec bash -c -- "$1" 2>&1', 'forge-check', request.command], {
       cwd: request.cwd,
       env,
       detached: true,
@@ -246,7 +248,7 @@ export function defaultCheckEnvironment(base: NodeJS.ProcessEnv = process.env): 
  */
 export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sandboxName: string): CheckExecutor {
   return async (request) => {
-    const script = `set -o pipefail; { bash -c ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
+    const script = `set -o pipefail; { bash -c -- ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
     const result = await runtime.exec(sandboxName, script, { cwd: request.cwd, timeoutMs: request.timeoutMs });
     const tail = new OutputTail(request.maxOutputBytes);
     tail.push(Buffer.from(result.stdout + result.stderr, 'utf8'));

@@ -46,6 +46,8 @@ describe('checks: running a command inside a bwrap sandbox', function () {
     assert.equal(passed.outputTail, `one\ntwo\nthree\n${dirs.worktreeDir}\n# fixture\nneedle-in-readme\n`);
     const failed = await runCheck(commandCheck('echo bad >&2; exit 3'), { cwd: dirs.worktreeDir, exec });
     assert.deepEqual([failed.status, failed.exitCode, failed.message, failed.outputTail], ['failed', 3, 'exited with code 3', 'bad\n']);
+    const dash = await runCheck(commandCheck('-n; echo ran'), { cwd: dirs.worktreeDir, exec });
+    assert.deepEqual([dash.exitCode, dash.outputTail], [0, 'bash: line 1: -n: command not found\nran\n']);
     const missing = await runCheck(commandCheck('forge-no-such-command'), { cwd: dirs.worktreeDir, exec });
     assert.deepEqual([missing.status, missing.exitCode], ['not-started', 127]);
     assert.match(missing.message, /^command not found \(exit 127\): bash: .*forge-no-such-command: command not found$/);

@@ -83,6 +83,12 @@ describe('checks: running a command on the host', function () {
     assert.equal(notExecutable.message, 'command found but not executable (exit 126): bash: line 1: ./script.sh: Permission denied');
   });
 
+  it('runs a script that starts with "-" as a command, not as options of bash', async () => {
+    const result = await runCheck(commandCheck('-n; echo ran'), { cwd: worktree, exec: exec() });
+    assert.equal(result.exitCode, 0);
+    assert.equal(result.outputTail, 'bash: line 1: -n: command not found\nran\n');
+  });
+
   it('says a worktree that does not exist, without running anything', async () => {
     const result = await runCheck(commandCheck('touch /tmp/should-not-exist'), { cwd: join(worktree, 'gone'), exec: exec() });
     assert.equal(result.status, 'not-started');
