@@ -14,6 +14,7 @@ export {
   evaluateFileCheck,
   hostCheckExecutor,
   MAX_ASSERTED_FILE_BYTES,
+  MAX_MATCH_MS,
   runCheck,
   runChecks,
   sandboxCheckExecutor,

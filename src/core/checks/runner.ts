@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { isAbsolute, join, relative, sep } from 'node:path';
+import { runInNewContext } from 'node:vm';
 import { isSecretVariableName } from '../sandbox/host-shell';
 import { shellQuote } from '../sandbox/process';
 import type { SandboxRuntime } from '../sandbox/types';
@@ -19,6 +20,8 @@ export const DEFAULT_CHECK_TIMEOUT_MS = 10 * 60_000;
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024;
 /** `contains` and `matches` read files up to this size. */
 export const MAX_ASSERTED_FILE_BYTES = 32 * 1024 * 1024;
+/** A `matches` expression runs at most this long (or the check's timeout when shorter). */
+export const MAX_MATCH_MS = 10_000;
 
 export interface CheckCommandRequest {
   command: string;
@@ -67,7 +70,7 @@ export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promi
   const base = { checkId: spec.id, label: spec.label, kind: spec.kind, startedAt };
   const elapsed = () => Math.round(performance.now() - started);
   if (spec.kind !== 'command') {
-    const { status, message } = await evaluateFileCheck(spec, options.cwd);
+    const { status, message } = await evaluateFileCheck(spec, options.cwd, options.timeoutMs);
     return { ...base, status, message, exitCode: null, signal: null, durationMs: elapsed(), outputTail: '', outputBytes: 0, outputTruncated: false };
   }
   const timeoutMs = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
@@ -270,7 +273,11 @@ export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sand
  * A file assertion, with the path resolved inside the worktree and symbolic links followed: a
  * path whose real location is outside the worktree is refused, whatever it points at.
  */
-export async function evaluateFileCheck(spec: FileCheckSpec, worktreeDir: string): Promise<{ status: CheckStatus; message: string }> {
+export async function evaluateFileCheck(
+  spec: FileCheckSpec,
+  worktreeDir: string,
+  timeoutMs = DEFAULT_CHECK_TIMEOUT_MS,
+): Promise<{ status: CheckStatus; message: string }> {
   const written = normaliseWorktreePath(spec.path);
   if ('error' in written) return { status: 'refused', message: `${written.error}` };
   const root = await fs.realpath(worktreeDir).catch(() => null);
@@ -296,8 +303,19 @@ export async function evaluateFileCheck(spec: FileCheckSpec, worktreeDir: string
       ? { status: 'passed', message: `${path} contains ${JSON.stringify(spec.text)}` }
       : { status: 'failed', message: `${path} does not contain ${JSON.stringify(spec.text)}` };
   }
-  const regex = new RegExp(spec.pattern, spec.flags);
-  return regex.test(content)
+  // A backtracking expression could hold Forge's event loop for hours: it runs under a timeout.
+  const limitMs = Math.min(timeoutMs, MAX_MATCH_MS);
+  let matched: boolean;
+  try {
+    matched = runInNewContext('regex.test(content)', { regex: new RegExp(spec.pattern, spec.flags), content }, { timeout: limitMs }) as boolean;
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'ERR_SCRIPT_EXECUTION_TIMEOUT') throw error;
+    return {
+      status: 'timed-out',
+      message: `/${spec.pattern}/${spec.flags} did not finish on ${path} within ${limitMs} ms (the expression backtracks too much): simplify it`,
+    };
+  }
+  return matched
     ? { status: 'passed', message: `${path} matches /${spec.pattern}/${spec.flags}` }
     : { status: 'failed', message: `${path} does not match /${spec.pattern}/${spec.flags}` };
 }

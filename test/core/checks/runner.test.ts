@@ -252,6 +252,15 @@ describe('checks: file assertions', () => {
     assert.equal(result.status, 'refused');
   });
 
+  it('stops a matches expression that backtracks without end at the check\'s timeout', async () => {
+    await writeFile(join(worktree, 'a.txt'), `${'a'.repeat(40)}b`);
+    const started = Date.now();
+    const result = await runCheck(check('- matches: a.txt: /^(a+)+$/'), { cwd: worktree, timeoutMs: 300 });
+    assert.equal(result.status, 'timed-out');
+    assert.equal(result.message, '/^(a+)+$/ did not finish on a.txt within 300 ms (the expression backtracks too much): simplify it');
+    assert.ok(Date.now() - started < 3_000);
+  });
+
   it('says a worktree that does not exist', async () => {
     const result = await runCheck(check('- exists: x'), { cwd: join(worktree, 'gone') });
     assert.equal(result.status, 'not-started');
