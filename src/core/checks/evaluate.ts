@@ -37,9 +37,10 @@ export interface CheckFindingOptions {
 
 const DEFAULT_FINDING_OUTPUT_BYTES = 8 * 1024;
 
-/** The finding a failed check becomes (severity bug, source "check"); null for a passed check. */
+/** The finding a failed check becomes (severity bug, source "check"); null for a passed or cancelled one. */
 export function checkFinding(spec: CheckSpec, result: CheckResult, options: CheckFindingOptions): CheckFinding | null {
-  if (result.status === 'passed') return null;
+  // A cancelled run says nothing about the work.
+  if (result.status === 'passed' || result.status === 'cancelled') return null;
   let location: FileLocation | undefined;
   if (spec.kind === 'command') {
     location = extractFileLocations(result.outputTail, options.worktreeDir, options.isWorktreeFile)[0];

@@ -13,6 +13,7 @@ export {
   describeOutcome,
   evaluateFileCheck,
   hostCheckExecutor,
+  killRunningChecksNow,
   MAX_ASSERTED_FILE_BYTES,
   MAX_MATCH_MS,
   runCheck,

@@ -29,6 +29,8 @@ export interface CheckCommandRequest {
   cwd: string;
   timeoutMs: number;
   maxOutputBytes: number;
+  /** Aborted when the loop is cancelled: the executor stops the command and everything it started. */
+  signal?: AbortSignal;
 }
 
 export interface CheckCommandOutcome {
@@ -36,6 +38,8 @@ export interface CheckCommandOutcome {
   exitCode: number | null;
   signal: string | null;
   timedOut: boolean;
+  /** Stopped because `signal` was aborted. */
+  cancelled?: boolean;
   /** The last `maxOutputBytes` of stdout and stderr together. */
   outputTail: string;
   outputBytes: number;
@@ -61,6 +65,8 @@ export interface RunCheckOptions {
   exec?: CheckExecutor;
   /** Epoch milliseconds; default Date.now. */
   now?: () => number;
+  /** Abort to stop the running check (a cancelled loop); its result is then `cancelled`. */
+  signal?: AbortSignal;
 }
 
 export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promise<CheckResult> {
@@ -78,9 +84,11 @@ export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promi
   if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new RangeError(`A check's timeout must be a positive number of milliseconds, not ${timeoutMs}.`);
   if (!(maxOutputBytes > 0) || !Number.isInteger(maxOutputBytes)) throw new RangeError(`A check's output limit must be a positive whole number of bytes, not ${maxOutputBytes}.`);
   const exec = options.exec ?? hostCheckExecutor();
+  const empty = { exitCode: null, signal: null, outputTail: '', outputBytes: 0, outputTruncated: false };
+  if (options.signal?.aborted) return { ...base, ...empty, status: 'cancelled', message: 'cancelled before it started', durationMs: 0 };
   let outcome: CheckCommandOutcome;
   try {
-    outcome = await exec({ command: spec.command, cwd: options.cwd, timeoutMs, maxOutputBytes });
+    outcome = await exec({ command: spec.command, cwd: options.cwd, timeoutMs, maxOutputBytes, ...(options.signal ? { signal: options.signal } : {}) });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return {
@@ -118,6 +126,7 @@ export async function runChecks(specs: readonly CheckSpec[], options: RunCheckOp
 
 /** What a command's outcome means: bash's 126/127 are a command that could not start. Pure. */
 export function describeOutcome(outcome: CheckCommandOutcome, timeoutMs: number): { status: CheckStatus; message: string } {
+  if (outcome.cancelled) return { status: 'cancelled', message: 'cancelled; Forge stopped it and everything it started' };
   if (outcome.timedOut) return { status: 'timed-out', message: `timed out after ${timeoutMs} ms; Forge killed it and everything it started` };
   if (outcome.exitCode === 0) return { status: 'passed', message: 'exited with code 0' };
   const said = lastLine(outcome.outputTail);
@@ -195,22 +204,42 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
       return signalMarkedProcesses(marker, signal);
     };
 
+    if (pid !== undefined) runningChecks.set(marker, pid);
+    installExitHook();
+
     let timedOut = false;
+    let cancelled = false;
+    let graceTimer: NodeJS.Timeout | undefined;
+    const stop = () => {
+      if (graceTimer) return;
+      killAll('SIGTERM');
+      graceTimer = setTimeout(() => killAll('SIGKILL'), executorOptions.killGraceMs ?? 2_000);
+    };
     const timer = setTimeout(() => {
       timedOut = true;
-      killAll('SIGTERM');
-      setTimeout(() => killAll('SIGKILL'), executorOptions.killGraceMs ?? 2_000).unref();
+      stop();
     }, request.timeoutMs);
+    const onAbort = () => {
+      cancelled = true;
+      stop();
+    };
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    if (request.signal?.aborted) onAbort();
 
     const first = await Promise.race([exited.then((exit) => ({ exit })), spawnFailed.then((error) => ({ error }))]);
     clearTimeout(timer);
+    // The group's pid may be reused once it is gone: no signal to it after this sweep.
+    clearTimeout(graceTimer);
+    request.signal?.removeEventListener('abort', onAbort);
     if ('error' in first) {
       killAll('SIGKILL');
+      runningChecks.delete(marker);
       throw new Error(`bash could not be started in ${request.cwd} (${first.error.message}); Forge needs bash on PATH to run checks`);
     }
     // The command has exited: whatever it left behind goes now, then the output may end.
     const deadline = Date.now() + 2_000;
     while (killAll('SIGKILL') > 0 && Date.now() < deadline) await sleep(20);
+    runningChecks.delete(marker);
     let note: string | undefined;
     let drainTimer: NodeJS.Timeout | undefined;
     const drained = await Promise.race([
@@ -228,13 +257,38 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
     return {
       exitCode: first.exit.code,
       signal: first.exit.signal,
-      timedOut,
+      timedOut: timedOut && !cancelled,
+      ...(cancelled ? { cancelled } : {}),
       outputTail: tail.text(),
       outputBytes: tail.totalBytes,
       outputTruncated: tail.truncated,
       ...(note ? { note } : {}),
     };
   };
+}
+
+/** Host checks running now in this process: marker → process-group leader. */
+const runningChecks = new Map<string, number>();
+let exitHookInstalled = false;
+
+/**
+ * Kills every host check running now, with everything it started, synchronously: for exit
+ * handlers (a check's process group is detached, so it would outlive Forge). Returns how many
+ * checks were running.
+ */
+export function killRunningChecksNow(): number {
+  const count = runningChecks.size;
+  for (const [marker, pid] of runningChecks) {
+    signalProcessGroup(pid, 'SIGKILL');
+    signalMarkedProcesses(marker, 'SIGKILL');
+  }
+  return count;
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => killRunningChecksNow());
 }
 
 /** Forge's environment minus credentials (see HostCheckExecutorOptions.env). */

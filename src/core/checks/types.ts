@@ -83,8 +83,9 @@ export interface ParsedChecks {
  * - `timed-out`: killed (with everything it started) at its timeout.
  * - `not-started`: the command could not be started (command not found, not executable, no worktree).
  * - `refused`: a file assertion whose path leaves the worktree (through `..` or a symbolic link).
+ * - `cancelled`: stopped because the loop was cancelled; says nothing about the work (no finding).
  */
-export type CheckStatus = 'passed' | 'failed' | 'timed-out' | 'not-started' | 'refused';
+export type CheckStatus = 'passed' | 'failed' | 'timed-out' | 'not-started' | 'refused' | 'cancelled';
 
 export interface CheckResult {
   checkId: string;

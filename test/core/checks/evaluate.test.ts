@@ -232,8 +232,9 @@ describe('checks: the finding a failed check becomes', () => {
     );
   });
 
-  it('is nothing for a passed check', () => {
+  it('is nothing for a passed check, nor for a cancelled run (it says nothing about the work)', () => {
     assert.equal(checkFinding(spec, result(spec, {}), { worktreeDir: WT }), null);
+    assert.equal(checkFinding(spec, result(spec, { status: 'cancelled', exitCode: null, message: 'cancelled; Forge stopped it and everything it started' }), { worktreeDir: WT }), null);
   });
 
   it('says a timeout, a command that could not start, and an output that printed nothing; names no file when the output names none', () => {

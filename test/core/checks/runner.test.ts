@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseVerificationChecks } from '../../../src/core/checks/parse';
-import { DEFAULT_MAX_OUTPUT_BYTES, defaultCheckEnvironment, hostCheckExecutor, runCheck, runChecks } from '../../../src/core/checks/runner';
+import { DEFAULT_MAX_OUTPUT_BYTES, defaultCheckEnvironment, hostCheckExecutor, killRunningChecksNow, runCheck, runChecks } from '../../../src/core/checks/runner';
 import type { CheckSpec } from '../../../src/core/checks/types';
 
 /** The one check a Verification text names. */
@@ -164,6 +164,37 @@ describe('checks: running a command on the host', function () {
     assert.equal(result.status, 'timed-out');
     assert.equal(result.signal, 'SIGKILL');
     assert.deepEqual(await processesWith('FORGE_TEST_CHECK_TAG', tag), []);
+  });
+
+  it('stops a check and everything it started when the loop is cancelled (its AbortSignal), and runs none once aborted', async () => {
+    const controller = new AbortController();
+    const running = runCheck(commandCheck('setsid sleep 1000 &\nsleep 1001 & disown\necho started\nsleep 1002'), {
+      cwd: worktree,
+      exec: exec(),
+      timeoutMs: 60_000,
+      signal: controller.signal,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await processesWith('FORGE_TEST_CHECK_TAG', tag)).length, 3);
+    controller.abort();
+    const result = await running;
+    assert.deepEqual([result.status, result.message, result.outputTail], ['cancelled', 'cancelled; Forge stopped it and everything it started', 'started\n']);
+    assert.ok(result.durationMs < 5_000, `took ${result.durationMs} ms`);
+    assert.deepEqual(await processesWith('FORGE_TEST_CHECK_TAG', tag), []);
+    const after = await runCheck(commandCheck('touch ran.txt'), { cwd: worktree, exec: exec(), signal: controller.signal });
+    assert.deepEqual([after.status, after.message], ['cancelled', 'cancelled before it started']);
+    assert.deepEqual(await readdir(worktree), []);
+  });
+
+  it('kills the checks running now, synchronously, for an exit handler', async () => {
+    const running = runCheck(commandCheck('setsid sleep 1000 &\nsleep 1001'), { cwd: worktree, exec: exec(), timeoutMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await processesWith('FORGE_TEST_CHECK_TAG', tag)).length, 2);
+    assert.equal(killRunningChecksNow(), 1);
+    const result = await running;
+    assert.deepEqual([result.status, result.signal], ['failed', 'SIGKILL']);
+    assert.deepEqual(await processesWith('FORGE_TEST_CHECK_TAG', tag), []);
+    assert.equal(killRunningChecksNow(), 0);
   });
 
   it('ends a check when its command exits, killing a server it left in the background instead of waiting for the timeout', async () => {
