@@ -11,11 +11,8 @@ export {
   DEFAULT_MAX_OUTPUT_BYTES,
   defaultCheckEnvironment,
   describeOutcome,
-  evaluateFileCheck,
   hostCheckExecutor,
   killRunningChecksNow,
-  MAX_ASSERTED_FILE_BYTES,
-  MAX_MATCH_MS,
   runCheck,
   runChecks,
   sandboxCheckExecutor,
@@ -25,6 +22,7 @@ export {
   type HostCheckExecutorOptions,
   type RunCheckOptions,
 } from './runner';
+export { evaluateFileCheck, MAX_ASSERTED_FILE_BYTES, MAX_MATCH_MS } from './file-assertions';
 export { checkFinding, checkFindingFingerprint, extractFileLocations, summariseCheckResults, type CheckFindingOptions } from './evaluate';
 export { normaliseWorktreePath } from './worktree-path';
 export { CHECK_MARKER_VARIABLE } from './process-marker';
