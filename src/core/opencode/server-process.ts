@@ -19,11 +19,12 @@
  * - A guardian process (server-guardian.ts) does the same when Forge itself dies without
  *   stopping the server (SIGKILL, a crashed extension host): opencode never outlives Forge.
  */
+import { signalMarkedProcesses } from '../process/marked-processes';
 import { findOpencodeOnPath, opencodeNotFoundMessage } from './binary-discovery';
 import { startServerGuardian } from './server-guardian';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
@@ -430,34 +431,5 @@ export function killServerProcessesNow(pid: number, marker: string): void {
 
 /** SIGKILLs every process whose environment has `FORGE_OPENCODE_INSTANCE=<marker>` (Linux; a no-op elsewhere). */
 export function killMarkedProcesses(marker: string): number {
-  if (!existsSync('/proc/self/environ')) return 0;
-  const needle = Buffer.from(`${PROCESS_MARKER_VARIABLE}=${marker}\0`);
-  let killed = 0;
-  // Two sweeps: a process may fork while the first one runs.
-  for (let sweep = 0; sweep < 2; sweep++) {
-    let entries: string[];
-    try {
-      entries = readdirSync('/proc');
-    } catch {
-      return killed;
-    }
-    for (const entry of entries) {
-      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-      let environ: Buffer;
-      try {
-        environ = readFileSync(`/proc/${entry}/environ`);
-      } catch {
-        continue; // gone, or not ours to read
-      }
-      if (environ.includes(needle)) {
-        try {
-          process.kill(Number(entry), 'SIGKILL');
-          killed += 1;
-        } catch {
-          // already gone
-        }
-      }
-    }
-  }
-  return killed;
+  return signalMarkedProcesses(PROCESS_MARKER_VARIABLE, marker, 'SIGKILL');
 }

@@ -1,0 +1,44 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+
+/**
+ * Processes Forge starts carry a marker variable in their environment (`NAME=<random>`), which
+ * everything they start inherits — double forks and `setsid` included — so a whole tree can be
+ * found and killed even after its members left the process group (opencode servers and their
+ * tools, verification checks). Shared by the rooms that start such trees.
+ */
+
+/** Signals every process (but this one) whose environment has `variable=marker`; the count signalled. Linux (/proc); 0 elsewhere. */
+export function signalMarkedProcesses(variable: string, marker: string, signal: NodeJS.Signals): number {
+  if (!existsSync('/proc/self/environ')) return 0;
+  const needle = Buffer.from(`${variable}=${marker}\0`);
+  const afterNul = Buffer.concat([Buffer.from([0]), needle]);
+  let signalled = 0;
+  // Two sweeps: a process may fork while the first one runs.
+  for (let sweep = 0; sweep < 2; sweep++) {
+    let entries: string[];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return signalled;
+    }
+    for (const entry of entries) {
+      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+      let environ: Buffer;
+      try {
+        environ = readFileSync(`/proc/${entry}/environ`);
+      } catch {
+        continue; // gone, or not ours to read
+      }
+      // The marker is a whole variable: the first one, or one after a NUL (never the tail of another name).
+      if (environ.subarray(0, needle.length).equals(needle) || environ.includes(afterNul)) {
+        try {
+          process.kill(Number(entry), signal);
+          signalled += 1;
+        } catch {
+          // already gone
+        }
+      }
+    }
+  }
+  return signalled;
+}
