@@ -173,6 +173,9 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
     const fd = BWRAP_ETC_FIRST_FD + i;
     lines.push(`[ -r ${q(p)} ] && exec ${fd}<${q(p)} || exec ${fd}</dev/null`);
   });
-  lines.push(`exec ${q(plan.bwrapPath)}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
+  // bwrap's own processes (the sandbox's pid 1 among them, visible in its /proc) keep the
+  // environment they are started with; --clearenv reaches only the command. The shim runs with
+  // opencode's environment (its password, Forge's tool secret), so bwrap starts from none.
+  lines.push(`exec /usr/bin/env -i ${q(plan.bwrapPath)}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
   return lines.join('\n');
 }

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
 import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
 import { SandboxManager } from '../../../src/core/sandbox/manager';
 import { SandboxError } from '../../../src/core/sandbox/types';
+import { prepareOpencodeSandbox } from '../../../src/core/sandbox/shell-shim';
 import { describeSandboxDriver } from '../../support/sandbox-contract';
 import { bwrapPrereqs, makeSandboxTestDirs, SMALL_LIMITS } from '../../support/sandbox-fixtures';
 
@@ -82,6 +84,34 @@ describe('sandbox driver: bwrap start failure', () => {
       assert.deepEqual(await runtime.listByPrefix(''), []);
     } finally {
       dirs.cleanup();
+    }
+  });
+});
+
+describe('sandbox driver: bwrap shell shim keeps the host environment out of the sandbox', function () {
+  this.timeout(120_000);
+  before(() => bwrapPrereqs());
+
+  it('no variable of the shim\'s caller (opencode: its password, Forge\'s tool secret) is in any process the sandbox can see', async () => {
+    const dirs = makeSandboxTestDirs('bwrap-env');
+    const runtime = new BwrapRuntime({ stateDir: dirs.stateDir });
+    const manager = new SandboxManager({ runtime, prefix: `ft${process.pid}env-`, isLoopRunning: () => false });
+    try {
+      const handle = await manager.start({ loopName: 'x', worktreeDir: dirs.worktreeDir, network: false, limits: SMALL_LIMITS });
+      const shims = await prepareOpencodeSandbox(handle, { shimRoot: dirs.shimRoot });
+      const secret = `pw-${process.pid}-${Date.now()}`;
+      const r = spawnSync(shims.shellShimPath, ['-c', "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\"; done; echo pids=$(ls -d /proc/[0-9]* | wc -l)"], {
+        cwd: dirs.worktreeDir,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH!, OPENCODE_SERVER_PASSWORD: secret, OPENCODE_CONFIG_CONTENT: `{"Authorization":"Bearer ${secret}"}`, FORGE_CWD_PROBE: secret },
+      });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /^pids=[1-9]/m, 'the sandbox sees its own processes');
+      assert.ok(!r.stdout.includes(secret), `the caller's secret is visible in the sandbox's /proc:\n${r.stdout}`);
+      assert.match(r.stdout, /^FORGE_SANDBOX=1$/m);
+    } finally {
+      await manager.stop('x').catch(() => undefined);
+      rmSync(dirs.base, { recursive: true, force: true });
     }
   });
 });
