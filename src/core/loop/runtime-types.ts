@@ -5,6 +5,7 @@ import type { LoopRow, ReviewFindingRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, TerminationReason } from './state';
 import type { Confinement } from '../sandbox/confinement';
+import type { GoalCheckOptions } from '../checks';
 
 export interface StartLoopRequest {
   kind: 'plan' | 'goal';
@@ -15,6 +16,11 @@ export interface StartLoopRequest {
   planSource?: string;
   /** Goal loops: the goal text. */
   goal?: string;
+  /**
+   * Goal loops: the contract Forge checks itself before the goal can complete (`--check`
+   * commands, `--exists` paths, `--contains PATH:TEXT`, `--matches PATH:/RE/`). Immutable once started.
+   */
+  checks?: GoalCheckOptions;
   /** User-chosen loop name; validated, never silently rewritten into something else. */
   name?: string;
   maxIterations?: number;

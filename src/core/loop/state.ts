@@ -87,6 +87,20 @@ export interface LoopLimits {
   /** Tried in order for the auditor after its model keeps failing. */
   auditorFallbackModels: readonly string[];
   postAction: boolean;
+  /** How many verification checks each gate runs (absent: a loop from before checks, none). */
+  gate?: LoopGate;
+}
+
+/**
+ * The verification gate as the table sees it (issue 13): how many checks run before a section
+ * checkpoint, and before the loop completes. The checks themselves run outside the table; their
+ * results come back as `checks_passed` / `checks_failed` events.
+ */
+export interface LoopGate {
+  /** Checks of each section (its `Verify:` lines), by 0-based index. */
+  sectionChecks: readonly number[];
+  /** Checks run on the final tree before the loop completes. */
+  finalChecks: number;
 }
 
 interface StateBase {
