@@ -6,7 +6,7 @@ import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
-import type { LoopRow } from '../core/storage/repositories';
+import type { CheckRunRow, LoopRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
@@ -33,6 +33,8 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
     }
     case 'loop.commit':
       return `[${name}] commit ${e.sha.slice(0, 10)} ${e.message}`;
+    case 'loop.check':
+      return `[${name}] ${formatCheckRun(e.run)}`;
     case 'loop.notice':
       return `[${name}] ${e.level}: ${e.message}`;
     case 'loop.usage':
@@ -47,6 +49,14 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
     case 'loop.supervision_lost':
       return `[${name}] another process took over this loop; this process stopped driving it.`;
   }
+}
+
+/** One line per check run: `check PASS check 1: npm test (exit 0, 1.2 s)`. */
+export function formatCheckRun(run: CheckRunRow): string {
+  const verdict = run.status === 'passed' ? 'PASS' : run.status === 'failed' ? 'FAIL' : run.status.toUpperCase();
+  const exit = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ? `signal ${run.signal}` : run.message;
+  const where = run.gate === 'section' && run.sectionIndex !== null ? `, section ${run.sectionIndex + 1} gate` : ', final gate';
+  return `check ${verdict} ${run.label} (${exit}, ${(run.durationMs / 1000).toFixed(1)} s${where}; iteration ${run.iteration})`;
 }
 
 function money(n: number): string {

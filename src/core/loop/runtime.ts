@@ -47,6 +47,7 @@ import {
 } from './runtime-types';
 import { initialState, terminationStatusFor } from './state';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
+import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
 
 export interface LoopSandboxPort {
@@ -61,6 +62,8 @@ export interface LoopSandboxPort {
   /** Fails with a clear message when the loop's sandbox is gone. */
   check(loop: LoopRow): Promise<void>;
   release(loop: LoopRow, ended: boolean): Promise<void>;
+  /** Runs the loop's verification checks inside its sandbox. */
+  checkExecutor(loop: LoopRow): Promise<CheckExecutor>;
 }
 
 export interface LoopRuntimeDeps {
@@ -192,6 +195,11 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         },
         checkSandbox: async (loop) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.check(loop);
+        },
+        checkExecutor: async (loop) => {
+          if (!loop.sandbox) return hostCheckExecutor();
+          if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge, so its checks cannot run.');
+          return deps.sandbox.checkExecutor(loop);
         },
         onDisposed: (r) => supervisors.delete(key(r)),
         ...(deps.onTiming ? { onTiming: deps.onTiming } : {}),

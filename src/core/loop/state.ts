@@ -15,7 +15,8 @@ export type TerminationReason =
   | { kind: 'cancelled' }
   | { kind: 'user_aborted' }
   | { kind: 'shutdown' }
-  | { kind: 'max_iterations' }
+  /** `message`: why the last pass was needed, when Forge knows (a check that never passed). */
+  | { kind: 'max_iterations'; message?: string }
   | { kind: 'stall_timeout' }
   | { kind: 'missing_worktree_dir' }
   | { kind: 'session_creation_failed' }
@@ -72,6 +73,7 @@ export function parseTerminationReason(text: string): TerminationReason {
   if (kind === 'worktree_failed' || kind === 'error_max_retries' || kind === 'model_stream_malformed') {
     return { kind, message: sep >= 0 ? text.slice(sep + 2) : '' };
   }
+  if (kind === 'max_iterations' && sep >= 0) return { kind, message: text.slice(sep + 2) };
   return { kind } as TerminationReason;
 }
 

@@ -1,0 +1,124 @@
+import { strict as assert } from 'node:assert';
+import { join } from 'node:path';
+import { createForgeRepositories } from '../../../src/core/storage/repositories';
+import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
+import { toolCall } from '../../support/scripted-model';
+
+/** A plan whose Verification runs the project's test, and whose section asserts a file exists. */
+const PLAN = `# Adder
+Loop Name: adder
+
+## Add function
+Create add.js exporting add(a, b) that returns their sum.
+Verify: exists: add.js
+
+## Verification
+\`\`\`sh
+node test.js
+\`\`\`
+`;
+
+const TEST_JS = 'const assert = require("assert");\nassert.equal(require("./add").add(2, 3), 5, "add(2, 3) must be 5");\nconsole.log("add works");\n';
+const WRONG = 'exports.add = (a, b) => a - b;\n';
+const RIGHT = 'exports.add = (a, b) => a + b;\n';
+
+const handoffCoder = (what: string) => toolCall('forge_loop_handoff', { decisions: what, verification: 'read the file back', notesForAuditor: 'none' });
+const handoffAuditor = (summary: string) => toolCall('forge_loop_handoff', { summary, done: true, deviations: '', followUps: '' });
+
+describe('verification gate end to end (real opencode, real git, scripted model)', function () {
+  this.timeout(300_000);
+  let h: LoopHarness;
+  afterEach(async () => {
+    await h?.close();
+  });
+
+  for (const sandboxed of [true, false]) {
+    it(`${sandboxed ? 'in the sandbox' : 'on the host'}: a wrong implementation the auditor approves does not complete; the failing check's output reaches the coder; after the fix the loop completes`, async () => {
+      h = await createLoopHarness({ files: { 'README.md': '# adder\n', 'test.js': TEST_JS }, settings: { 'forge.sandbox.enabled': sandboxed } });
+      const wt = () => h.engine.runtime.get({ projectId: h.projectId, name: 'adder' })!.worktreeDir!;
+      const script = sessionScript((role, nth) => {
+        if (role === 'code' && nth === 1) return [toolCall('write', { filePath: join(wt(), 'add.js'), content: WRONG }), handoffCoder('wrote add.js')];
+        if (role === 'code' && nth === 2) return [toolCall('write', { filePath: join(wt(), 'add.js'), content: RIGHT }), handoffCoder('fixed add.js')];
+        // The auditor approves every time, the wrong implementation included.
+        return [handoffAuditor(`audit ${nth}: looks fine`)];
+      });
+      h.model.setHandler(script.handler);
+
+      const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: PLAN, planSource: 'plan.md' });
+      assert.equal(started.confinement.sandboxed, sandboxed);
+      const ended = await h.engine.runtime.waitForEnd(started);
+      assert.equal(ended.type, 'loop.ended');
+      if (ended.type !== 'loop.ended') return;
+      assert.equal(ended.status, 'completed', JSON.stringify(ended));
+
+      const repos = createForgeRepositories(h.engine.db);
+      const rows = repos.transitions.listByLoop(h.projectId, 'adder').map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}`);
+      assert.deepEqual(rows, [
+        'start:->coding',
+        'coder_handoff:coding>auditing',
+        // The section's Verify: line (add.js exists) passed: its checkpoint.
+        'checks_passed:auditing>final_auditing',
+        // The final audit was clean, but node test.js failed on the final tree: back to work.
+        'checks_failed:final_auditing>final_audit_fix',
+        'coder_handoff:final_audit_fix>final_auditing',
+        'checks_passed:final_auditing>-',
+      ]);
+
+      const runs = repos.checkRuns.listByLoop(h.projectId, 'adder');
+      assert.deepEqual(
+        runs.map((r) => `${r.gate}:${r.checkId}:${r.status}:${r.exitCode ?? '-'}:i${r.iteration}`),
+        [
+          'section:section-1-1:passed:-:i1',
+          'final:plan-1:failed:1:i1',
+          'final:section-1-1:passed:-:i1',
+          'final:plan-1:passed:0:i2',
+          'final:section-1-1:passed:-:i2',
+        ],
+      );
+      const failedRun = runs[1]!;
+      assert.equal(failedRun.command, 'node test.js');
+      assert.match(failedRun.outputTail, /AssertionError/);
+      assert.match(failedRun.outputTail, /add\(2, 3\) must be 5/);
+      assert.match(runs[3]!.outputTail, /^add works\n$/);
+
+      // The failing check became a bug finding (source check) and the next coder prompt carried it in full, output included.
+      const findings = repos.reviewFindings.listByLoop(h.projectId, 'adder');
+      assert.equal(findings.length, 1);
+      const finding = findings[0]!;
+      assert.deepEqual([finding.source, finding.severity, finding.status, finding.sectionIndex], ['check', 'bug', 'resolved', null]);
+      assert.match(finding.description, /^Check failed: check 1: node test\.js/);
+      assert.equal(finding.file, 'test.js', 'the file the output names');
+      const fixer = script.firstRequests.find((r) => r.role === 'code' && r.nth === 2)!.request;
+      assert.ok(fixer.lastUserText.includes('Check failed: check 1: node test.js'), 'the check finding is inlined');
+      assert.ok(fixer.lastUserText.includes('add(2, 3) must be 5'), "the check's output is inlined");
+      assert.ok(fixer.lastUserText.includes('exited with code 1'));
+      assert.deepEqual(script.firstRequests.map((r) => `${r.role}${r.nth}`), ['code1', 'auditor1', 'auditor2', 'code2', 'auditor3']);
+
+      // The run lines reached the event stream as they happened.
+      const checkEvents = h.events.filter((e) => e.type === 'loop.check');
+      assert.equal(checkEvents.length, 5);
+      assert.equal(await h.repo.git('show', 'forge/adder:add.js'), RIGHT);
+    });
+  }
+
+  it('max_iterations ends a loop whose check never passes, and the reason names the check', async () => {
+    h = await createLoopHarness({ files: { 'README.md': '# adder\n', 'test.js': TEST_JS }, settings: { 'forge.sandbox.enabled': false } });
+    const wt = () => h.engine.runtime.get({ projectId: h.projectId, name: 'adder' })!.worktreeDir!;
+    const script = sessionScript((role, nth) => {
+      if (role === 'code') return [toolCall('write', { filePath: join(wt(), 'add.js'), content: WRONG }), handoffCoder(`attempt ${nth}`)];
+      return [handoffAuditor(`audit ${nth}: fine`)];
+    });
+    h.model.setHandler(script.handler);
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: PLAN, planSource: 'plan.md', maxIterations: 2 });
+    const ended = await h.engine.runtime.waitForEnd(started);
+    assert.equal(ended.type, 'loop.ended');
+    if (ended.type !== 'loop.ended') return;
+    assert.equal(ended.status, 'errored');
+    assert.deepEqual(ended.reason, { kind: 'max_iterations', message: 'check failed: check 1: node test.js (exited with code 1)' });
+    const loop = h.engine.runtime.get(started)!;
+    assert.equal(loop.terminationReason, 'max_iterations: check failed: check 1: node test.js (exited with code 1)');
+    const repos = createForgeRepositories(h.engine.db);
+    const open = repos.reviewFindings.listOpen(h.projectId, 'adder');
+    assert.deepEqual(open.map((f) => [f.source, f.recurrenceCount]), [['check', 2]], 'the check finding stays open');
+  });
+});
