@@ -1,4 +1,5 @@
 import { strict as assert } from 'node:assert';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
@@ -21,6 +22,25 @@ node test.js
 const TEST_JS = 'const assert = require("assert");\nassert.equal(require("./add").add(2, 3), 5, "add(2, 3) must be 5");\nconsole.log("add works");\n';
 const WRONG = 'exports.add = (a, b) => a - b;\n';
 const RIGHT = 'exports.add = (a, b) => a + b;\n';
+
+/** Pids of processes whose command line is exactly `command`. */
+async function processesRunning(command: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.split('\0').join(' ').trim() === command) found.push(Number(entry));
+  }
+  return found;
+}
+
+async function waitFor(what: string, test: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await test())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 const handoffCoder = (what: string) => toolCall('forge_loop_handoff', { decisions: what, verification: 'read the file back', notesForAuditor: 'none' });
 const handoffAuditor = (summary: string) => toolCall('forge_loop_handoff', { summary, done: true, deviations: '', followUps: '' });
@@ -90,6 +110,7 @@ describe('verification gate end to end (real opencode, real git, scripted model)
       assert.equal(finding.file, 'test.js', 'the file the output names');
       const fixer = script.firstRequests.find((r) => r.role === 'code' && r.nth === 2)!.request;
       assert.ok(fixer.lastUserText.includes('Check failed: check 1: node test.js'), 'the check finding is inlined');
+      assert.match(fixer.lastUserText, /### Finding #\d+ — BUG \(failed verification check\) — test\.js/);
       assert.ok(fixer.lastUserText.includes('add(2, 3) must be 5'), "the check's output is inlined");
       assert.ok(fixer.lastUserText.includes('exited with code 1'));
       assert.deepEqual(script.firstRequests.map((r) => `${r.role}${r.nth}`), ['code1', 'auditor1', 'auditor2', 'code2', 'auditor3']);
@@ -120,5 +141,43 @@ describe('verification gate end to end (real opencode, real git, scripted model)
     const repos = createForgeRepositories(h.engine.db);
     const open = repos.reviewFindings.listOpen(h.projectId, 'adder');
     assert.deepEqual(open.map((f) => [f.source, f.recurrenceCount]), [['check', 2]], 'the check finding stays open');
+  });
+
+  for (const sandboxed of [true, false]) {
+    it(`${sandboxed ? 'in the sandbox' : 'on the host'}: a check that hangs is killed at forge.checks.timeoutMs with what it started, and fails the gate`, async () => {
+      const sleeper = `sleep ${sandboxed ? 311 : 312}`;
+      const plan = `# Hang\nLoop Name: hang\n\n## Only\nNothing to write.\n\n## Verification\n\`\`\`sh\n${sleeper} & ${sleeper}\n\`\`\`\n`;
+      h = await createLoopHarness({ settings: { 'forge.sandbox.enabled': sandboxed, 'forge.checks.timeoutMs': 1500 } });
+      h.model.setHandler(sessionScript((role) => [role === 'code' ? handoffCoder('nothing') : handoffAuditor('fine')]).handler);
+      const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan, maxIterations: 1 });
+      const ended = await h.engine.runtime.waitForEnd(started);
+      assert.equal(ended.type, 'loop.ended');
+      if (ended.type !== 'loop.ended') return;
+      assert.deepEqual(ended.reason, { kind: 'max_iterations', message: `check failed: check 1: ${sleeper} & ${sleeper} (timed out after 1500 ms; Forge killed it and everything it started)` });
+      const runs = createForgeRepositories(h.engine.db).checkRuns.listByLoop(h.projectId, 'hang');
+      assert.deepEqual(runs.map((r) => r.status), ['timed-out']);
+      assert.ok(runs[0]!.durationMs >= 1500 && runs[0]!.durationMs < 15_000, `took ${runs[0]!.durationMs} ms`);
+      assert.deepEqual(await processesRunning(sleeper), [], 'nothing the check started survives it');
+    });
+  }
+
+  it('cancelling a loop while its check runs stops the check at once: the run is logged as cancelled, no finding, nothing left running', async () => {
+    const sleeper = 'sleep 313';
+    const plan = `# Slow\nLoop Name: slow\n\n## Only\nNothing to write.\n\n## Verification\n\`\`\`sh\n${sleeper}\n\`\`\`\n`;
+    h = await createLoopHarness({ settings: { 'forge.sandbox.enabled': false } });
+    h.model.setHandler(sessionScript((role) => [role === 'code' ? handoffCoder('nothing') : handoffAuditor('fine')]).handler);
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan });
+    await waitFor('the check to run', async () => (await processesRunning(sleeper)).length > 0);
+    const cancelledAt = Date.now();
+    await h.engine.runtime.cancel(started);
+    const ended = await h.engine.runtime.waitForEnd(started);
+    assert.equal(ended.type, 'loop.ended');
+    if (ended.type !== 'loop.ended') return;
+    assert.equal(ended.status, 'cancelled');
+    assert.ok(Date.now() - cancelledAt < 20_000, 'the cancel did not wait for the check');
+    const repos = createForgeRepositories(h.engine.db);
+    assert.deepEqual(repos.checkRuns.listByLoop(h.projectId, 'slow').map((r) => r.status), ['cancelled']);
+    assert.deepEqual(repos.reviewFindings.listByLoop(h.projectId, 'slow'), [], 'a cancelled run says nothing about the work');
+    assert.deepEqual(await processesRunning(sleeper), []);
   });
 });
