@@ -161,12 +161,14 @@ describe('verification gate end to end (real opencode, real git, scripted model)
     });
   }
 
-  it('cancelling a loop while its check runs stops the check at once: the run is logged as cancelled, no finding, nothing left running', async () => {
-    const sleeper = 'sleep 313';
+  for (const sandboxed of [true, false]) {
+  it(`${sandboxed ? 'in the sandbox' : 'on the host'}: cancelling a loop while its check runs stops the check at once: the run is logged as cancelled, no finding, nothing left running`, async () => {
+    const sleeper = `sleep ${sandboxed ? 314 : 313}`;
     const plan = `# Slow\nLoop Name: slow\n\n## Only\nNothing to write.\n\n## Verification\n\`\`\`sh\n${sleeper}\n\`\`\`\n`;
-    h = await createLoopHarness({ settings: { 'forge.sandbox.enabled': false } });
+    h = await createLoopHarness({ settings: { 'forge.sandbox.enabled': sandboxed } });
     h.model.setHandler(sessionScript((role) => [role === 'code' ? handoffCoder('nothing') : handoffAuditor('fine')]).handler);
     const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan });
+    assert.equal(started.confinement.sandboxed, sandboxed);
     await waitFor('the check to run', async () => (await processesRunning(sleeper)).length > 0);
     const cancelledAt = Date.now();
     await h.engine.runtime.cancel(started);
@@ -180,4 +182,5 @@ describe('verification gate end to end (real opencode, real git, scripted model)
     assert.deepEqual(repos.reviewFindings.listByLoop(h.projectId, 'slow'), [], 'a cancelled run says nothing about the work');
     assert.deepEqual(await processesRunning(sleeper), []);
   });
+  }
 });
