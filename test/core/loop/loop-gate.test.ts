@@ -122,6 +122,45 @@ describe('verification gate end to end (real opencode, real git, scripted model)
     });
   }
 
+  it("a section whose Verify: line fails gets no checkpoint: the coder goes back to that section with the finding, and the checkpoint follows the pass", async () => {
+    const plan = '# Two files\nLoop Name: twofiles\n\n## First\nCreate a.txt and b.txt.\nVerify: exists: b.txt\n\n## Second\nNothing more.\n';
+    h = await createLoopHarness({ settings: { 'forge.sandbox.enabled': false } });
+    const wt = () => h.engine.runtime.get({ projectId: h.projectId, name: 'twofiles' })!.worktreeDir!;
+    const script = sessionScript((role, nth) => {
+      if (role === 'code' && nth === 1) return [toolCall('write', { filePath: join(wt(), 'a.txt'), content: 'a\n' }), handoffCoder('wrote a.txt')];
+      if (role === 'code' && nth === 2) return [toolCall('write', { filePath: join(wt(), 'b.txt'), content: 'b\n' }), handoffCoder('wrote b.txt')];
+      if (role === 'code') return [handoffCoder('nothing to do')];
+      return [handoffAuditor(`audit ${nth}: fine`)];
+    });
+    h.model.setHandler(script.handler);
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan });
+    const ended = await h.engine.runtime.waitForEnd(started);
+    assert.equal(ended.type === 'loop.ended' && ended.status, 'completed', JSON.stringify(ended));
+    const repos = createForgeRepositories(h.engine.db);
+    assert.deepEqual(
+      repos.transitions.listByLoop(h.projectId, 'twofiles').map((t) => `${t.event}:${t.fromPhase ?? '-'}>${t.toPhase ?? '-'}:s${t.sectionIndex ?? '-'}`),
+      [
+        'start:->coding:s0',
+        'coder_handoff:coding>auditing:s0',
+        'checks_failed:auditing>coding:s0',
+        'coder_handoff:coding>auditing:s0',
+        'checks_passed:auditing>coding:s1',
+        'coder_handoff:coding>auditing:s1',
+        'audit_clean:auditing>final_auditing:s1',
+        'checks_passed:final_auditing>-:s1',
+      ],
+    );
+    assert.deepEqual(repos.checkRuns.listByLoop(h.projectId, 'twofiles').map((r) => `${r.gate}:${r.checkId}:${r.status}`), ['section:section-1-1:failed', 'section:section-1-1:passed', 'final:section-1-1:passed']);
+    const fixer = script.firstRequests.find((r) => r.role === 'code' && r.nth === 2)!.request;
+    assert.match(fixer.lastUserText, /Check failed: section 1 check 1: exists: b\.txt/);
+    const [finding] = repos.reviewFindings.listByLoop(h.projectId, 'twofiles');
+    assert.deepEqual([finding?.source, finding?.sectionIndex, finding?.status], ['check', 0, 'resolved']);
+    assert.deepEqual(repos.sectionPlans.list(h.projectId, 'twofiles').map((s) => [s.status, s.attempts]), [['done', 2], ['done', 1]]);
+    const log = (await h.repo.git('log', '--format=%s', 'forge/twofiles')).trim().split('\n');
+    assert.equal(log.filter((l) => l.startsWith('section 1:')).length, 1, 'one checkpoint for section 1, after its check passed');
+    assert.equal((await h.repo.git('show', 'forge/twofiles:b.txt')), 'b\n');
+  });
+
   it('max_iterations ends a loop whose check never passes, and the reason names the check', async () => {
     h = await createLoopHarness({ files: { 'README.md': '# adder\n', 'test.js': TEST_JS }, settings: { 'forge.sandbox.enabled': false } });
     const wt = () => h.engine.runtime.get({ projectId: h.projectId, name: 'adder' })!.worktreeDir!;
