@@ -25,6 +25,11 @@ Options:
   --no-sandbox             run unconfined (by default a loop is sandboxed
                            where a driver works, else unconfined with a warning)
   --merge MODE             never | fast-forward | merge (default: never)
+  --check CMD              goal: a command that must exit 0 before the goal
+                           completes (repeatable; Forge runs it, not the model)
+  --exists PATH            goal: a file that must exist (repeatable)
+  --contains PATH:TEXT     goal: a file that must contain TEXT (repeatable)
+  --matches PATH:/RE/      goal: a file whose content must match (repeatable)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --json                   one JSON object per line
   -h, --help               this text
@@ -50,10 +55,18 @@ export interface RunOptions extends CommonOptions {
   merge: 'never' | 'fast-forward' | 'merge' | null;
 }
 
+/** A goal's contract: checks Forge runs itself before the goal can complete (issue 13). */
+export interface GoalCheckArgs {
+  check: string[];
+  exists: string[];
+  contains: string[];
+  matches: string[];
+}
+
 export type CliCommand =
   | { command: 'help' }
   | ({ command: 'run'; planPath: string } & RunOptions)
-  | ({ command: 'goal'; goal: string } & RunOptions)
+  | ({ command: 'goal'; goal: string; checks: GoalCheckArgs } & RunOptions)
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
@@ -76,6 +89,10 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   variant: 'a variant name such as high',
   merge: 'never, fast-forward or merge',
   'data-dir': 'a folder',
+  check: 'a shell command',
+  exists: 'a path in the repository',
+  contains: 'PATH:TEXT',
+  matches: 'PATH:/REGEX/FLAGS',
 };
 
 /**
@@ -129,6 +146,10 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         'no-sandbox': { type: 'boolean' },
         merge: { type: 'string' },
         'data-dir': { type: 'string' },
+        check: { type: 'string', multiple: true },
+        exists: { type: 'string', multiple: true },
+        contains: { type: 'string', multiple: true },
+        matches: { type: 'string', multiple: true },
         json: { type: 'boolean' },
         force: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -150,15 +171,24 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
   }
+  const goalOnly = ['check', 'exists', 'contains', 'matches'] as const;
+  if (command !== 'goal') {
+    for (const k of goalOnly) {
+      if (v[k] !== undefined) {
+        throw new UsageError(command === 'run' ? `--${k} applies to forge goal only: a plan names its checks in its ## Verification part (and sections in Verify: lines).` : `--${k} applies to forge goal only.`);
+      }
+    }
+  }
   if (command !== 'restart' && v.force) throw new UsageError('--force applies to forge restart only.');
 
   switch (command) {
     case 'run':
-      return { command, planPath: one('plan file'), ...common, ...runOptions(v) };
+      return { command, planPath: one('plan file'), ...common, ...runOptions(v as Record<string, string | boolean | undefined>) };
     case 'goal': {
       const goal = rest.join(' ').trim();
       if (!goal) throw new UsageError('forge goal needs the goal text, e.g. forge goal "make npm test pass".');
-      return { command, goal, ...common, ...runOptions(v) };
+      const checks: GoalCheckArgs = { check: v.check ?? [], exists: v.exists ?? [], contains: v.contains ?? [], matches: v.matches ?? [] };
+      return { command, goal, checks, ...common, ...runOptions(v as Record<string, string | boolean | undefined>) };
     }
     case 'status':
       if (rest.length > 1) throw new UsageError('forge status takes at most one loop name.');

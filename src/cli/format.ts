@@ -6,7 +6,8 @@ import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
-import type { LoopRow } from '../core/storage/repositories';
+import { readExtras } from '../core/loop/loop-extras';
+import type { CheckRunRow, LoopRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
@@ -33,6 +34,8 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
     }
     case 'loop.commit':
       return `[${name}] commit ${e.sha.slice(0, 10)} ${e.message}`;
+    case 'loop.check':
+      return `[${name}] ${formatCheckRun(e.run)}`;
     case 'loop.notice':
       return `[${name}] ${e.level}: ${e.message}`;
     case 'loop.usage':
@@ -47,6 +50,14 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
     case 'loop.supervision_lost':
       return `[${name}] another process took over this loop; this process stopped driving it.`;
   }
+}
+
+/** One line per check run: `check PASS check 1: npm test (exit 0, 1.2 s)`. */
+export function formatCheckRun(run: CheckRunRow): string {
+  const verdict = run.status === 'passed' ? 'PASS' : run.status === 'failed' ? 'FAIL' : run.status.toUpperCase();
+  const exit = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ? `signal ${run.signal}` : run.message;
+  const where = run.gate === 'section' && run.sectionIndex !== null ? `, section ${run.sectionIndex + 1} gate` : ', final gate';
+  return `check ${verdict} ${run.label} (${exit}, ${(run.durationMs / 1000).toFixed(1)} s${where}; iteration ${run.iteration})`;
 }
 
 function money(n: number): string {
@@ -94,7 +105,31 @@ export function formatLoopList(engine: ForgeEngine, projectId: string, json: boo
 export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boolean): string {
   const s = loopSummary(engine, loop);
   const transitions = engine.repos.transitions.listByLoop(loop.projectId, loop.name);
-  if (json) return JSON.stringify({ ...s, transitions: transitions.map((t) => ({ event: t.event, from: t.fromPhase, to: t.toPhase, iteration: t.iteration, section: t.sectionIndex, at: t.at })) });
+  const checkRuns = engine.repos.checkRuns.listByLoop(loop.projectId, loop.name);
+  if (json) {
+    return JSON.stringify({
+      ...s,
+      transitions: transitions.map((t) => ({ event: t.event, from: t.fromPhase, to: t.toPhase, iteration: t.iteration, section: t.sectionIndex, at: t.at })),
+      checks: (readExtras(loop).checks ?? []).map((c) => ({ id: c.id, label: c.label, kind: c.kind, scope: c.scope.kind === 'section' ? `section ${c.scope.index + 1}` : c.scope.kind })),
+      checkRuns: checkRuns.map((r) => ({
+        check: r.checkId,
+        label: r.label,
+        gate: r.gate,
+        section: r.sectionIndex,
+        iteration: r.iteration,
+        command: r.command,
+        status: r.status,
+        message: r.message,
+        exitCode: r.exitCode,
+        signal: r.signal,
+        durationMs: r.durationMs,
+        outputTail: r.outputTail,
+        outputBytes: r.outputBytes,
+        at: r.startedAt,
+      })),
+    });
+  }
+  const checks = readExtras(loop).checks ?? [];
   const lines = [
     `${s.name}: ${s.status} in ${s.phase}, iteration ${s.iteration}${s.reason ? ` (${s.reason})` : ''}`,
     `branch ${s.branch}   worktree ${s.worktree}`,
@@ -103,6 +138,8 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
     'transitions:',
     ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
+    checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
+    ...(checkRuns.length > 0 ? ['check log:', ...checkRuns.map((r) => `  ${new Date(r.startedAt).toISOString()} ${formatCheckRun(r)}`)] : []),
   ];
   return lines.join('\n');
 }

@@ -110,7 +110,7 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
       kind: cmd.command === 'run' ? 'plan' : 'goal',
       repoPath: cmd.repo,
       ...(planText !== undefined && cmd.command === 'run' ? { planText, planSource: cmd.planPath } : {}),
-      ...(cmd.command === 'goal' ? { goal: cmd.goal } : {}),
+      ...(cmd.command === 'goal' ? { goal: cmd.goal, checks: cmd.checks } : {}),
       ...(cmd.name !== null ? { name: cmd.name } : {}),
       ...(cmd.maxIterations !== null ? { maxIterations: cmd.maxIterations } : {}),
       ...(cmd.model ? { model: cmd.model } : {}),

@@ -37,6 +37,7 @@ import {
   type SandboxState,
 } from './sandbox';
 import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shell';
+import { sandboxCheckExecutor } from './checks';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
 import { createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
@@ -253,6 +254,11 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
         return;
       }
       throw new Error(describeSandboxLoss(loop.name, config.driver, name, state));
+    },
+    async checkExecutor(loop) {
+      const config = await loopSandboxConfig(loop);
+      const m = sandboxManagerFor(config.driver);
+      return sandboxCheckExecutor(m.runtime, m.sandboxName(loop.name));
     },
     async release(loop, ended) {
       // Another process took the loop over (ended = false): its sandbox stays for it.

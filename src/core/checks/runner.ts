@@ -300,7 +300,16 @@ export function defaultCheckEnvironment(base: NodeJS.ProcessEnv = process.env): 
 export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sandboxName: string): CheckExecutor {
   return async (request) => {
     const script = `set -o pipefail; { bash -c -- ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
-    const result = await runtime.exec(sandboxName, script, { cwd: request.cwd, timeoutMs: request.timeoutMs });
+    const running = runtime.exec(sandboxName, script, { cwd: request.cwd, timeoutMs: request.timeoutMs });
+    // SandboxExecOptions has no abort signal: a cancelled loop does not wait for its check. The
+    // command is left to the sandbox's stop, which ends every command in it when the loop ends.
+    const cancelled = request.signal ? abortedPromise(request.signal) : null;
+    const first = cancelled ? await Promise.race([running, cancelled]) : await running;
+    if (first === ABORTED) {
+      running.catch(() => undefined);
+      return { exitCode: null, signal: null, timedOut: false, cancelled: true, outputTail: '', outputBytes: 0, outputTruncated: false };
+    }
+    const result = first;
     const tail = new OutputTail(request.maxOutputBytes);
     tail.push(Buffer.from(result.stdout + result.stderr, 'utf8'));
     return {
@@ -315,6 +324,13 @@ export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sand
       ...(result.note && !result.timedOut ? { note: result.note } : {}),
     };
   };
+}
+
+const ABORTED = Symbol('aborted');
+
+function abortedPromise(signal: AbortSignal): Promise<typeof ABORTED> {
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(ABORTED), { once: true }));
 }
 
 function sleep(ms: number): Promise<void> {

@@ -149,6 +149,12 @@ const settingSpecs = {
     default: 'add-folder' as 'add-folder' | 'new-window' | 'never',
     description: 'How a started loop\'s worktree is opened: added to the workspace, in a new window, or not at all.',
   },
+  'forge.checks.timeoutMs': {
+    schema: z.number().int().min(1000).max(24 * 60 * 60_000),
+    default: 600_000,
+    description:
+      "Milliseconds a verification check (a command of the plan's Verification part, a section's Verify: line, a goal's --check) may run before Forge kills it with everything it started; the check then fails.",
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

@@ -2,6 +2,7 @@
  * What the runtime stores in a loop row's `state` besides the row's own columns, and how to
  * read it.
  */
+import type { CheckSpec } from '../checks';
 import type { PermissionRule } from '../opencode/agent-client';
 import type { LoopRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
@@ -26,6 +27,13 @@ export interface StoredLoopExtras {
   opencodeMarker?: string | null;
   /** Set by another process asking the supervisor to cancel. */
   cancelRequested?: boolean;
+  /**
+   * The loop's verification checks, parsed at start; immutable (no plan amendment or agent
+   * changes them). Absent for loops started before checks existed.
+   */
+  checks?: CheckSpec[];
+  /** Milliseconds each check may run (forge.checks.timeoutMs at start). */
+  checkTimeoutMs?: number;
   /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
   variant?: string;
 }

@@ -35,6 +35,8 @@ import { nextTransition, type LoopEvent, type Transition, type TransitionEffect 
 import { readExtras, type StoredLoopExtras } from './loop-extras';
 import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
+import type { CheckExecutor } from '../checks';
+import { runGate } from './loop-gate';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 
@@ -59,6 +61,8 @@ export interface SupervisorDeps {
   releaseSandbox: (loop: LoopRow, ended: boolean) => Promise<void>;
   /** Checks the sandbox is still there before each phase; throws with a clear message if not. */
   checkSandbox: (loop: LoopRow) => Promise<void>;
+  /** Where the loop's verification checks run: in its sandbox when it has one, else on the host. */
+  checkExecutor: (loop: LoopRow) => Promise<CheckExecutor>;
   onDisposed: (ref: LoopRef) => void;
   /** Benchmark hook (see LoopTimingMark); unset in normal use. */
   onTiming?: (mark: LoopTimingMark) => void;
@@ -137,6 +141,8 @@ export class LoopSupervisor {
   private deferredWrites: Array<(repos: ForgeRepositories) => void> = [];
   /** Events of the deferred writes, emitted once the transaction that made them committed. */
   private deferredEvents: LoopRuntimeEvent[] = [];
+  /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
+  private gateAbort: AbortController | undefined;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -556,6 +562,8 @@ export class LoopSupervisor {
       // A handoff of the wrong role cannot move the loop; remind this session of its own.
       next = nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits);
     }
+    // A clean audit whose step is gated: Forge runs the checks, and their result moves the loop.
+    if (next.kind === 'run_checks') next = await this.passGate(next);
     // Reading the session's usage is a round trip to opencode: after the next prompt is out
     // (it only adds rows of its own), but before a terminal transition so the ended loop's
     // totals are complete.
@@ -564,11 +572,57 @@ export class LoopSupervisor {
     if (next.kind !== 'terminate') await this.recordUsage(cur);
   }
 
-  /** The transition table's event for a handoff of `role`, with the findings open now. */
+  /**
+   * The transition table's event for a handoff of `role`, with the findings open now. A check's
+   * finding does not count here: only its check can close it, and the gate that follows a
+   * clean audit runs that check again.
+   */
   private handoffEvent(role: Role, state: LoopState): LoopEvent {
-    const counts = this.repos.reviewFindings.countOpen(this.ref.projectId, this.ref.name);
-    const section = state.sectionIndex !== null ? this.repos.reviewFindings.countOpen(this.ref.projectId, this.ref.name, { sectionIndex: state.sectionIndex }) : { bug: 0, warning: 0 };
-    return { type: 'handoff', role, openBugsInSection: section.bug, openBugs: counts.bug, openFindings: counts.bug + counts.warning };
+    const open = this.repos.reviewFindings.listOpen(this.ref.projectId, this.ref.name).filter((f) => f.source !== 'check');
+    const bugs = open.filter((f) => f.severity === 'bug');
+    const openBugsInSection = state.sectionIndex === null ? 0 : bugs.filter((f) => f.sectionIndex === state.sectionIndex).length;
+    return { type: 'handoff', role, openBugsInSection, openBugs: bugs.length, openFindings: open.length };
+  }
+
+  /**
+   * Runs the checks a clean audit's gated step needs (loop-gate.ts) and gives the transition
+   * their result makes: the step, or back to coding. Caller holds the lock; no session runs.
+   */
+  private async passGate(request: Extract<Transition, { kind: 'run_checks' }>): Promise<Transition> {
+    const loop = this.loop();
+    const extras = readExtras(loop);
+    const abort = new AbortController();
+    this.gateAbort = abort;
+    try {
+      // Writes of the hand-over that led here go first (the gate's own writes follow them).
+      this.flushDeferredWrites();
+      this.emitDeferredEvents();
+      let exec: CheckExecutor;
+      try {
+        exec = await this.deps.checkExecutor(loop);
+      } catch (error) {
+        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: (error as Error).message });
+        return { kind: 'terminate', event: 'sandbox_lost', to: extras.loopState, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] };
+      }
+      const outcome = await runGate(
+        {
+          db: this.deps.db,
+          projectId: this.ref.projectId,
+          loopName: this.ref.name,
+          worktreeDir: loop.worktreeDir!,
+          extras,
+          exec,
+          signal: abort.signal,
+          onRun: (run) => this.deps.emit({ type: 'loop.check', loop: this.ref, run }),
+        },
+        request,
+      );
+      this.reportFindingChanges();
+      if (outcome.kind === 'cancelled' || abort.signal.aborted) return nextTransition(this.state(), { type: 'cancel' }, this.limits());
+      return nextTransition(this.state(), outcome.event, this.limits());
+    } finally {
+      this.gateAbort = undefined;
+    }
   }
 
   /**
@@ -584,7 +638,8 @@ export class LoopSupervisor {
     const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
     if (!handoff || handoff.role !== 'auditor' || !loop.worktreeDir) return;
     const predicted = nextTransition(state, this.handoffEvent('auditor', state), readExtras(loop).limits);
-    const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
+    // A gated checkpoint waits for its checks: no early commit.
+    const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' || predicted.kind === 'run_checks' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
     if (!complete || complete.type !== 'complete_section') return;
     const worktreeDir = loop.worktreeDir;
     const commit = this.deps.worktrees.commitAll(worktreeDir, this.checkpointMessage(complete.index)).then((sha) => (sha ? { sha } : null));
@@ -650,6 +705,10 @@ export class LoopSupervisor {
 
   /** Applies one transition: persist state + log row atomically, then its effects. Caller holds the lock. */
   private async applyTransition(t: Transition): Promise<void> {
+    if (t.kind === 'run_checks') {
+      await this.applyTransition(await this.passGate(t));
+      return;
+    }
     if (t.kind === 'ignore') {
       this.deps.log.info(`[loop ${this.ref.name}] ignored: ${t.why}`);
       this.flushDeferredWrites();
@@ -825,6 +884,8 @@ export class LoopSupervisor {
 
   /** Terminates through the table (cancel, shutdown). */
   stop(kind: 'cancel' | 'shutdown' | 'user_abort'): Promise<void> {
+    // A check running under the lock would hold the stop back until it ends.
+    this.gateAbort?.abort();
     return this.locked(kind, async () => {
       await this.applyTransition(nextTransition(this.state(), { type: kind }, this.limits()));
     });

@@ -36,6 +36,7 @@ export function promptContextFor(repos: ForgeRepositories, loop: LoopRow, state:
       scenario: f.scenario,
       occurrences: f.recurrenceCount,
       sectionIndex: f.sectionIndex,
+      source: f.source,
     })),
     lastCoderHandoff,
     postAction: extras.postAction,

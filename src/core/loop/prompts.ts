@@ -30,6 +30,8 @@ export interface PromptFinding {
   /** How many times the auditor has raised this finding (1 = first time). */
   occurrences: number;
   sectionIndex: number | null;
+  /** 'check': a verification check Forge ran failed (only its passing closes it); default the auditor. */
+  source?: 'auditor' | 'check';
 }
 
 export interface PromptSection {
@@ -65,7 +67,8 @@ export interface PromptContext {
 
 function findingBlock(f: PromptFinding): string {
   const where = f.line ? `${f.file}:${f.line}` : f.file;
-  const lines = [`### Finding #${f.id} — ${f.severity.toUpperCase()} — ${where}`, '', f.description.trim()];
+  const from = f.source === 'check' ? ' (failed verification check)' : '';
+  const lines = [`### Finding #${f.id} — ${f.severity.toUpperCase()}${from} — ${where || 'the loop'}`, '', f.description.trim()];
   if (f.scenario && f.scenario.trim()) lines.push('', `Scenario: ${f.scenario.trim()}`);
   if (f.occurrences >= RECURRING_THRESHOLD) {
     lines.push(
@@ -176,7 +179,7 @@ function auditorInstructions(scope: string): string {
     '',
     `- Review the changes with \`git diff\` against the loop's base (for example \`git diff <base>\` in the worktree) and read the code. Scope: ${scope}.`,
     `- For every real defect call \`${AGENT_TOOL.reviewWrite}\` with \`file\` (relative to the worktree), \`line\`, \`severity\` (\`bug\` blocks acceptance, \`warning\` does not), \`description\` (what is wrong and why) and \`scenario\` (how it shows).`,
-    `- Call \`${AGENT_TOOL.reviewRead}\` to see the open findings; for each one that is now fixed call \`${AGENT_TOOL.reviewDelete}\` with its id. Do not delete a finding that is not fixed.`,
+    `- Call \`${AGENT_TOOL.reviewRead}\` to see the open findings; for each one that is now fixed call \`${AGENT_TOOL.reviewDelete}\` with its id. Do not delete a finding that is not fixed. Findings from a failed verification check are not yours to close: Forge runs the check again after a clean audit and closes them when it passes.`,
     '- Do not edit files: you review, the coder fixes.',
     `- Finish by calling \`${AGENT_TOOL.handoff}\` exactly once with \`summary\` (what was done), \`done\` (true when nothing in scope is left), \`deviations\` (where the work departs from the plan) and \`followUps\`.`,
   ].join('\n');

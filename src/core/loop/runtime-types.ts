@@ -1,10 +1,11 @@
 /**
  * The loop runtime's public surface: what the VS Code extension and the CLI call and listen to.
  */
-import type { LoopRow, ReviewFindingRow } from '../storage/repositories';
+import type { CheckRunRow, LoopRow, ReviewFindingRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, TerminationReason } from './state';
 import type { Confinement } from '../sandbox/confinement';
+import type { GoalCheckOptions } from '../checks';
 
 export interface StartLoopRequest {
   kind: 'plan' | 'goal';
@@ -15,6 +16,11 @@ export interface StartLoopRequest {
   planSource?: string;
   /** Goal loops: the goal text. */
   goal?: string;
+  /**
+   * Goal loops: the contract Forge checks itself before the goal can complete (`--check`
+   * commands, `--exists` paths, `--contains PATH:TEXT`, `--matches PATH:/RE/`). Immutable once started.
+   */
+  checks?: GoalCheckOptions;
   /** User-chosen loop name; validated, never silently rewritten into something else. */
   name?: string;
   maxIterations?: number;
@@ -50,6 +56,8 @@ export type LoopRuntimeEvent =
   | { type: 'loop.finding'; loop: LoopRef; finding: ReviewFindingRow }
   | { type: 'loop.usage'; loop: LoopRef }
   | { type: 'loop.commit'; loop: LoopRef; sha: string; message: string }
+  /** Forge ran a verification check (issue 13); the run is in the check log. */
+  | { type: 'loop.check'; loop: LoopRef; run: CheckRunRow }
   | { type: 'loop.notice'; loop: LoopRef; level: 'info' | 'warning' | 'error'; message: string }
   | {
       type: 'loop.ended';

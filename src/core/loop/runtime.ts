@@ -46,6 +46,8 @@ import {
   type StartLoopRequest,
 } from './runtime-types';
 import { initialState, terminationStatusFor } from './state';
+import { goalChecks, loopGate, planChecks } from './loop-checks';
+import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
 
 export interface LoopSandboxPort {
@@ -60,6 +62,8 @@ export interface LoopSandboxPort {
   /** Fails with a clear message when the loop's sandbox is gone. */
   check(loop: LoopRow): Promise<void>;
   release(loop: LoopRow, ended: boolean): Promise<void>;
+  /** Runs the loop's verification checks inside its sandbox. */
+  checkExecutor(loop: LoopRow): Promise<CheckExecutor>;
 }
 
 export interface LoopRuntimeDeps {
@@ -192,6 +196,11 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         checkSandbox: async (loop) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.check(loop);
         },
+        checkExecutor: async (loop) => {
+          if (!loop.sandbox) return hostCheckExecutor();
+          if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge, so its checks cannot run.');
+          return deps.sandbox.checkExecutor(loop);
+        },
         onDisposed: (r) => supervisors.delete(key(r)),
         ...(deps.onTiming ? { onTiming: deps.onTiming } : {}),
       },
@@ -232,6 +241,12 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     } else if (!request.goal || !request.goal.trim()) {
       throw new LoopRuntimeError('bad_request', 'The goal is empty. Say what the agent should achieve.');
     }
+    // The checks are parsed once, here, and stored with the loop: nothing changes them after.
+    if (request.kind === 'plan' && request.checks) {
+      throw new LoopRuntimeError('bad_request', "A plan names its checks in its ## Verification part and its sections' Verify: lines; check options are for goals.");
+    }
+    const checks = plan ? planChecks(plan) : goalChecks(request.checks);
+    if (checks.problems) throw new LoopRuntimeError('bad_plan', checks.problems);
     // A name the user chose, with --name or in the plan's Loop Name line, follows one rule
     // (chooseLoopName): refused when path-like or unusable, else made valid and the user told.
     const nameNotices: string[] = [];
@@ -251,7 +266,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const defaults = deps.defaultModels ? await deps.defaultModels() : { model: null, auditorModel: null, notice: null };
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
-    const notices = [...nameNotices, ...(plan?.notices ?? [])];
+    const notices = [...nameNotices, ...(plan?.notices ?? []), ...checks.notes];
     // The worktree starts from HEAD: say so when the user's own working tree holds more.
     const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
     if (uncommitted) notices.push(uncommitted);
@@ -282,7 +297,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         maxModelRetries: settings['forge.loop.maxModelRetries'],
         auditorFallbackModels: settings['forge.auditorFallbackModels'],
         postAction: request.kind === 'plan' && settings['forge.loop.postAction'].trim().length > 0,
+        gate: loopGate(checks.checks, sections.length),
       },
+      checks: checks.checks,
+      checkTimeoutMs: settings['forge.checks.timeoutMs'],
       timing: {
         stallTimeoutMs: settings['forge.loop.stallTimeoutMs'],
         busyStallTimeoutMs: settings['forge.loop.busyStallTimeoutMs'],

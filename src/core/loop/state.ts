@@ -15,7 +15,8 @@ export type TerminationReason =
   | { kind: 'cancelled' }
   | { kind: 'user_aborted' }
   | { kind: 'shutdown' }
-  | { kind: 'max_iterations' }
+  /** `message`: why the last pass was needed, when Forge knows (a check that never passed). */
+  | { kind: 'max_iterations'; message?: string }
   | { kind: 'stall_timeout' }
   | { kind: 'missing_worktree_dir' }
   | { kind: 'session_creation_failed' }
@@ -72,6 +73,7 @@ export function parseTerminationReason(text: string): TerminationReason {
   if (kind === 'worktree_failed' || kind === 'error_max_retries' || kind === 'model_stream_malformed') {
     return { kind, message: sep >= 0 ? text.slice(sep + 2) : '' };
   }
+  if (kind === 'max_iterations' && sep >= 0) return { kind, message: text.slice(sep + 2) };
   return { kind } as TerminationReason;
 }
 
@@ -87,6 +89,20 @@ export interface LoopLimits {
   /** Tried in order for the auditor after its model keeps failing. */
   auditorFallbackModels: readonly string[];
   postAction: boolean;
+  /** How many verification checks each gate runs (absent: a loop from before checks, none). */
+  gate?: LoopGate;
+}
+
+/**
+ * The verification gate as the table sees it (issue 13): how many checks run before a section
+ * checkpoint, and before the loop completes. The checks themselves run outside the table; their
+ * results come back as `checks_passed` / `checks_failed` events.
+ */
+export interface LoopGate {
+  /** Checks of each section (its `Verify:` lines), by 0-based index. */
+  sectionChecks: readonly number[];
+  /** Checks run on the final tree before the loop completes. */
+  finalChecks: number;
 }
 
 interface StateBase {

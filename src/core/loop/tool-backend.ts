@@ -143,6 +143,11 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
       }
       if (!finding) throw new ForgeToolError('No such finding.');
       if (finding.status !== 'open') return `Finding #${finding.id} is already ${finding.status}.`;
+      if (finding.source === 'check') {
+        throw new ForgeToolError(
+          `Finding #${finding.id} comes from a verification check Forge ran, not from an audit: no agent can resolve or delete it. Forge resolves it itself when the check passes; fix what the check reports.`,
+        );
+      }
       repos.reviewFindings.setStatus(projectId, finding.id, 'resolved');
       return `Resolved finding #${finding.id} (${where(finding)}).`;
     },

@@ -27,6 +27,10 @@ export type LoopEvent =
       /** Open findings of any severity of the whole loop. */
       openFindings: number;
     }
+  /** The checks a `run_checks` transition asked for all passed (or there were none to run). */
+  | { type: 'checks_passed'; gate: CheckGateKind }
+  /** At least one of them failed; `failed` names the first (for the max_iterations reason). */
+  | { type: 'checks_failed'; gate: CheckGateKind; failed: string }
   | { type: 'idle_without_handoff' }
   | { type: 'stall' }
   /** `malformed`: the model's answer was not a readable stream (the end reason says so if it persists). */
@@ -42,6 +46,8 @@ export type LoopEvent =
 export type LoopEventType = LoopEvent['type'];
 export const LOOP_EVENT_TYPES: readonly LoopEventType[] = [
   'handoff',
+  'checks_passed',
+  'checks_failed',
   'idle_without_handoff',
   'stall',
   'model_error',
@@ -53,6 +59,9 @@ export const LOOP_EVENT_TYPES: readonly LoopEventType[] = [
   'worktree_missing',
   'worktree_failed',
 ];
+
+/** Which verification gate: a section's checkpoint (its `Verify:` lines) or the loop's completion. */
+export type CheckGateKind = 'section' | 'final';
 
 export type TransitionEffect =
   /** Mark the section done and commit the checkpoint `section <N>: <title>`. */
@@ -69,6 +78,12 @@ export type Transition =
   | { kind: 'remind_handoff'; event: string; to: LoopState }
   /** The loop ends. One log row; the runtime commits pending work and tears down. */
   | { kind: 'terminate'; event: string; to: LoopState; reason: TerminationReason; effects: TransitionEffect[] }
+  /**
+   * The audit was clean, but the step it allows (a section checkpoint, the loop's completion) is
+   * gated: the runtime runs that gate's checks in the worktree (outside this pure table) and
+   * feeds back `checks_passed` or `checks_failed`. State and phase do not change: no log row.
+   */
+  | { kind: 'run_checks'; event: string; gate: CheckGateKind; sectionIndex: number | null }
   /** Nothing to do (e.g. a handoff from the wrong role); `why` is logged. */
   | { kind: 'ignore'; why: string };
 
@@ -101,6 +116,10 @@ export function nextTransition(state: LoopState, event: LoopEvent, limits: LoopL
       return onMissedHandoff(state, limits);
     case 'handoff':
       return onHandoff(state, event, limits);
+    case 'checks_passed':
+      return onChecksPassed(state, event.gate, limits);
+    case 'checks_failed':
+      return onChecksFailed(state, event.gate, event.failed, limits);
   }
 }
 
@@ -126,10 +145,12 @@ function enterCoding(
   event: string,
   limits: LoopLimits,
   effects: TransitionEffect[],
+  /** Why the loop goes back to coding, said in the max_iterations reason when the cap ends it. */
+  because?: string,
 ): Transition {
   const iteration = state.iteration + 1;
   if (limits.maxIterations > 0 && iteration - (state.iterationsBeforeRestart ?? 0) > limits.maxIterations) {
-    return terminate(state, event, { kind: 'max_iterations' }, effects);
+    return terminate(state, event, because ? { kind: 'max_iterations', message: because } : { kind: 'max_iterations' }, effects);
   }
   const to = { ...state, ...fresh(state), phase, iteration, sectionIndex } as LoopState;
   const start: TransitionEffect[] = phase === 'coding' && sectionIndex !== null ? [{ type: 'start_section', index: sectionIndex }] : [];
@@ -154,9 +175,8 @@ function onHandoff(state: LoopState, event: Extract<LoopEvent, { type: 'handoff'
       return terminate(state, 'post_action_done', { kind: 'completed' });
     case 'auditing': {
       if (state.kind === 'goal') {
-        return event.openFindings === 0
-          ? terminate(state, 'audit_clean', { kind: 'completed' })
-          : enterCoding(state, 'coding', null, 'audit_dirty', limits, []);
+        if (event.openFindings > 0) return enterCoding(state, 'coding', null, 'audit_dirty', limits, []);
+        return finalGateChecks(limits) > 0 ? runChecks('audit_clean', 'final', null) : terminate(state, 'audit_clean', { kind: 'completed' });
       }
       const section = state.sectionIndex;
       if (section === null) {
@@ -168,19 +188,51 @@ function onHandoff(state: LoopState, event: Extract<LoopEvent, { type: 'handoff'
       if (event.openBugsInSection > 0) {
         return enterCoding(state, 'coding', section, 'audit_dirty', limits, []);
       }
-      const done: TransitionEffect[] = [{ type: 'complete_section', index: section }];
-      if (section + 1 < state.sectionCount) {
-        return enterCoding(state, 'coding', section + 1, 'audit_clean', limits, done);
-      }
-      return advanceTo(state, 'final_auditing', 'audit_clean', done);
+      if ((limits.gate?.sectionChecks[section] ?? 0) > 0) return runChecks('audit_clean', 'section', section);
+      return completeSection(state, section, 'audit_clean', limits);
     }
     case 'final_auditing': {
       if (event.openBugs > 0) return enterCoding(state, 'final_audit_fix', state.sectionIndex, 'final_audit_dirty', limits, []);
-      return limits.postAction
-        ? advanceTo(state, 'post_action', 'final_audit_clean')
-        : terminate(state, 'final_audit_clean', { kind: 'completed' });
+      if (finalGateChecks(limits) > 0) return runChecks('final_audit_clean', 'final', state.sectionIndex);
+      return completeLoop(state, 'final_audit_clean', limits);
     }
   }
+}
+
+function finalGateChecks(limits: LoopLimits): number {
+  return limits.gate?.finalChecks ?? 0;
+}
+
+function runChecks(event: string, gate: CheckGateKind, sectionIndex: number | null): Transition {
+  return { kind: 'run_checks', event, gate, sectionIndex };
+}
+
+/** A clean section (and its checks passed): its checkpoint, then the next section or the final audit. */
+function completeSection(state: LoopState, section: number, event: string, limits: LoopLimits): Transition {
+  const done: TransitionEffect[] = [{ type: 'complete_section', index: section }];
+  if (section + 1 < state.sectionCount) return enterCoding(state, 'coding', section + 1, event, limits, done);
+  return advanceTo(state, 'final_auditing', event, done);
+}
+
+/** A clean final audit (and every check passed on the final tree): the post action, or done. */
+function completeLoop(state: LoopState, event: string, limits: LoopLimits): Transition {
+  return limits.postAction ? advanceTo(state, 'post_action', event) : terminate(state, event, { kind: 'completed' });
+}
+
+/** The gate's checks passed: the step the clean audit allowed happens now. */
+function onChecksPassed(state: LoopState, gate: CheckGateKind, limits: LoopLimits): Transition {
+  if (gate === 'section' && state.phase === 'auditing' && state.sectionIndex !== null) return completeSection(state, state.sectionIndex, 'checks_passed', limits);
+  if (gate === 'final' && state.phase === 'auditing' && state.kind === 'goal') return terminate(state, 'checks_passed', { kind: 'completed' });
+  if (gate === 'final' && state.phase === 'final_auditing') return completeLoop(state, 'checks_passed', limits);
+  return { kind: 'ignore', why: `checks of the ${gate} gate passed during ${state.phase}, which has no such gate` };
+}
+
+/** A check failed: the step is blocked and the coder goes back to work (the failure is a finding). */
+function onChecksFailed(state: LoopState, gate: CheckGateKind, failed: string, limits: LoopLimits): Transition {
+  const because = `check failed: ${failed}`;
+  if (state.phase === 'auditing' && (gate === 'section' || state.kind === 'goal')) return enterCoding(state, 'coding', state.sectionIndex, 'checks_failed', limits, [], because);
+  if (gate === 'final' && state.phase === 'final_auditing') return enterCoding(state, 'final_audit_fix', state.sectionIndex, 'checks_failed', limits, [], because);
+  return { kind: 'ignore', why: `checks of the ${gate} gate failed during ${state.phase}, which has no such gate` };
 }
 
 function onStall(state: LoopState, limits: LoopLimits): Transition {

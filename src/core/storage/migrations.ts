@@ -216,6 +216,40 @@ const historyIndexes: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes];
+/**
+ * The verification gate (issue 13): every run of every check, and where a finding comes from
+ * ('auditor', or 'check': a failed check, which only its passing resolves).
+ */
+const verificationChecks: Migration = {
+  id: 4,
+  name: 'check runs and finding sources',
+  up: (tx) =>
+    statements(tx, [
+      `CREATE TABLE check_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id TEXT NOT NULL,
+        loop_name TEXT NOT NULL,
+        iteration INTEGER NOT NULL,
+        section_index INTEGER,
+        gate TEXT NOT NULL CHECK (gate IN ('section', 'final')),
+        check_id TEXT NOT NULL,
+        label TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        command TEXT,
+        status TEXT NOT NULL,
+        message TEXT NOT NULL,
+        exit_code INTEGER,
+        signal TEXT,
+        duration_ms INTEGER NOT NULL,
+        output_tail TEXT NOT NULL,
+        output_bytes INTEGER NOT NULL,
+        started_at INTEGER NOT NULL
+      )`,
+      `CREATE INDEX check_runs_by_loop ON check_runs (project_id, loop_name, id)`,
+      `ALTER TABLE review_findings ADD COLUMN source TEXT NOT NULL DEFAULT 'auditor'`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

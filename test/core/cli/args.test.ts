@@ -34,6 +34,18 @@ describe('forge CLI arguments', () => {
     usage(['status', '--no-sandbox'], /--no-sandbox applies to forge run and forge goal only/);
   });
 
+  it('goal takes its contract: --check, --exists, --contains, --matches, each repeatable, in order', () => {
+    const c = parseCli(['goal', 'ship it', '--check', 'npm test', '--check', 'node cli.js --version', '--exists', 'README.md', '--contains', 'README.md:## Usage', '--matches', 'src/a.ts:/^export/m'], '/cwd');
+    assert.equal(c.command, 'goal');
+    if (c.command !== 'goal') return;
+    assert.deepEqual(c.checks, { check: ['npm test', 'node cli.js --version'], exists: ['README.md'], contains: ['README.md:## Usage'], matches: ['src/a.ts:/^export/m'] });
+    const bare = parseCli(['goal', 'x'], '/cwd');
+    assert.deepEqual((bare as { checks: unknown }).checks, { check: [], exists: [], contains: [], matches: [] });
+    usage(['goal', 'x', '--check'], /--check needs a value: a shell command/);
+    usage(['run', 'p.md', '--check', 'npm test'], /--check applies to forge goal only: a plan names its checks in its ## Verification part/);
+    usage(['status', '--contains', 'a:b'], /--contains applies to forge goal only/);
+  });
+
   it('status, findings, cancel, restart', () => {
     assert.deepEqual(parseCli(['status'], '/c'), { command: 'status', name: null, repo: '/c', dataDir: null, json: false });
     assert.equal((parseCli(['findings', 'l1'], '/c') as { name: string }).name, 'l1');

@@ -74,6 +74,25 @@ describe('bad input: a clear message, nothing created or lost', function () {
     await nothingCreated();
   });
 
+  it('checks Forge cannot run refuse the start, every problem named: an empty Verify:, a path leaving the worktree, an empty --check', async () => {
+    const badPlan = '# P\n## One\ndo it\nVerify: exists: ../../etc/passwd\n\n## Verification\n```sh\n\n```\n';
+    await assert.rejects(
+      h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: badPlan, planSource: 'plan.md' }),
+      (e: unknown) => {
+        rejectsWith('bad_plan', /The plan's Verification part has a check Forge cannot run/)(e);
+        assert.match((e as Error).message, /Section 1 of the plan has a check Forge cannot run:\n- .*\.\./);
+        assert.match((e as Error).message, /Fix the plan and start it again\.$/);
+        return true;
+      },
+    );
+    await nothingCreated();
+    await assert.rejects(
+      h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'g', checks: { check: ['  '], contains: ['/etc/passwd:root'] } }),
+      rejectsWith('bad_plan', /^The goal has 2 checks Forge cannot run:\n- --check option 1: [^\n]+\n- --contains "\/etc\/passwd:root": [^\n]+\nFix the options/),
+    );
+    await nothingCreated();
+  });
+
   it('a name that would escape the data folder', async () => {
     for (const name of ['../evil', '/abs', 'a/../../b', '..']) {
       await assert.rejects(h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: plan, name }), rejectsWith('bad_name', /./));

@@ -52,6 +52,14 @@ describe('loop tool backend (real sql.js database)', () => {
     assert.equal(repos.reviewFindings.get(PROJECT, row!.id)?.recurrenceCount, 2);
   });
 
+  it("refuses to resolve a check's finding, by id or by place: only Forge resolves it, when the check passes", async () => {
+    const check = repos.reviewFindings.record(PROJECT, { loopName: 'demo', file: 'test.js', line: 3, severity: 'bug', description: 'Check failed: check 1: node test.js', fingerprint: 'check:plan:k', source: 'check' });
+    for (const args of [{ id: check.id }, { file: 'test.js', line: 3 }]) {
+      await assert.rejects(backend.reviewDelete(auditor, args), (e: unknown) => e instanceof ForgeToolError && /comes from a verification check Forge ran, not from an audit: no agent can resolve or delete it\. Forge resolves it itself when the check passes/.test(e.message));
+    }
+    assert.equal(repos.reviewFindings.get(PROJECT, check.id)?.status, 'open');
+  });
+
   it('accepts GOAL and PLAN pseudo-paths and refuses paths outside the worktree', async () => {
     await backend.reviewWrite(auditor, { file: 'PLAN', line: 0, severity: 'warning', description: 'section two is vague' });
     for (const file of ['../escape.ts', '/etc/passwd', join(dir, 'forge.db')]) {

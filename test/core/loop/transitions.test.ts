@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { initialState, parseTerminationReason, PHASES, terminationStatusFor, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
+import { initialState, parseTerminationReason, PHASES, terminationReasonToString, terminationStatusFor, type LoopLimits, type LoopState, type Phase } from '../../../src/core/loop/state';
 import {
   LOOP_EVENT_TYPES,
   iterationCap,
@@ -36,6 +36,10 @@ function eventOf(type: LoopEventType, phase: Phase): LoopEvent {
     case 'model_retries_exhausted':
     case 'worktree_failed':
       return { type, message: 'boom' };
+    case 'checks_passed':
+      return { type, gate: phase === 'auditing' ? 'section' : 'final' };
+    case 'checks_failed':
+      return { type, gate: phase === 'auditing' ? 'section' : 'final', failed: 'check 1: node test.js (exited with code 1)' };
     default:
       return { type } as LoopEvent;
   }
@@ -45,6 +49,8 @@ function eventOf(type: LoopEventType, phase: Phase): LoopEvent {
 const expected: Record<Phase, Record<LoopEventType, string>> = {
   coding: {
     handoff: 'advance:auditing',
+    checks_passed: 'ignore',
+    checks_failed: 'ignore',
     idle_without_handoff: 'remind_handoff:coding',
     stall: 'retrigger:coding',
     model_error: 'retrigger:coding',
@@ -58,6 +64,8 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
   },
   auditing: {
     handoff: 'advance:coding',
+    checks_passed: 'advance:coding',
+    checks_failed: 'advance:coding',
     idle_without_handoff: 'remind_handoff:auditing',
     stall: 'retrigger:auditing',
     model_error: 'retrigger:auditing',
@@ -71,6 +79,8 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
   },
   final_auditing: {
     handoff: 'terminate:completed',
+    checks_passed: 'terminate:completed',
+    checks_failed: 'advance:final_audit_fix',
     idle_without_handoff: 'remind_handoff:final_auditing',
     stall: 'retrigger:final_auditing',
     model_error: 'retrigger:final_auditing',
@@ -84,6 +94,8 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
   },
   final_audit_fix: {
     handoff: 'advance:final_auditing',
+    checks_passed: 'ignore',
+    checks_failed: 'ignore',
     idle_without_handoff: 'remind_handoff:final_audit_fix',
     stall: 'retrigger:final_audit_fix',
     model_error: 'retrigger:final_audit_fix',
@@ -97,6 +109,8 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
   },
   post_action: {
     handoff: 'terminate:completed',
+    checks_passed: 'ignore',
+    checks_failed: 'ignore',
     idle_without_handoff: 'remind_handoff:post_action',
     stall: 'retrigger:post_action',
     model_error: 'retrigger:post_action',
@@ -113,8 +127,72 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
 function summary(t: Transition): string {
   if (t.kind === 'ignore') return 'ignore';
   if (t.kind === 'terminate') return `terminate:${t.reason.kind}`;
+  if (t.kind === 'run_checks') return `run_checks:${t.gate}`;
   return `${t.kind}:${t.to.phase}`;
 }
+
+describe('loop transition table: the verification gate (issue 13)', () => {
+  const gated: LoopLimits = { ...limits, gate: { sectionChecks: [0, 2, 0], finalChecks: 3 } };
+  const failed = 'check 1: node test.js (exited with code 1)';
+
+  it('a clean audit of a section with Verify: lines runs them instead of checkpointing; a section without goes straight on', () => {
+    const t = nextTransition(state('auditing'), handoff('auditor'), gated);
+    assert.deepEqual(t, { kind: 'run_checks', event: 'audit_clean', gate: 'section', sectionIndex: 1 });
+    assert.equal(summary(nextTransition(state('auditing', { sectionIndex: 0 }), handoff('auditor'), gated)), 'advance:coding', 'section 1 has no checks');
+    assert.equal(summary(nextTransition(state('auditing'), handoff('auditor', { openBugsInSection: 1 }), gated)), 'advance:coding', 'a dirty audit never reaches the gate');
+  });
+
+  it('checks_passed at a section makes its checkpoint and moves on; checks_failed sends the coder back to the same section', () => {
+    const passed = nextTransition(state('auditing'), { type: 'checks_passed', gate: 'section' }, gated);
+    assert.equal(passed.kind, 'advance');
+    if (passed.kind !== 'advance') return;
+    assert.deepEqual([passed.event, passed.to.phase, passed.to.sectionIndex, passed.to.iteration], ['checks_passed', 'coding', 2, 5]);
+    assert.deepEqual(passed.effects, [{ type: 'complete_section', index: 1 }, { type: 'start_section', index: 2 }]);
+    const last = nextTransition(state('auditing', { sectionIndex: 2 }), { type: 'checks_passed', gate: 'section' }, gated);
+    assert.equal(summary(last), 'advance:final_auditing');
+    const back = nextTransition(state('auditing'), { type: 'checks_failed', gate: 'section', failed }, gated);
+    assert.equal(back.kind, 'advance');
+    if (back.kind !== 'advance') return;
+    assert.deepEqual([back.event, back.to.phase, back.to.sectionIndex, back.to.iteration], ['checks_failed', 'coding', 1, 5]);
+    assert.deepEqual(back.effects, [{ type: 'start_section', index: 1 }], 'no checkpoint');
+  });
+
+  it('a clean final audit runs every check before completing; passed completes (or runs the post action), failed goes to final_audit_fix', () => {
+    assert.deepEqual(nextTransition(state('final_auditing'), handoff('auditor'), gated), { kind: 'run_checks', event: 'final_audit_clean', gate: 'final', sectionIndex: 1 });
+    assert.equal(summary(nextTransition(state('final_auditing'), handoff('auditor', { openBugs: 1 }), gated)), 'advance:final_audit_fix');
+    const done = nextTransition(state('final_auditing'), { type: 'checks_passed', gate: 'final' }, gated);
+    assert.deepEqual([summary(done), done.kind === 'terminate' && done.event], ['terminate:completed', 'checks_passed']);
+    assert.equal(summary(nextTransition(state('final_auditing'), { type: 'checks_passed', gate: 'final' }, { ...gated, postAction: true })), 'advance:post_action');
+    const fix = nextTransition(state('final_auditing'), { type: 'checks_failed', gate: 'final', failed }, gated);
+    assert.deepEqual([summary(fix), fix.kind === 'advance' && fix.event], ['advance:final_audit_fix', 'checks_failed']);
+  });
+
+  it('a goal with a contract: an audit with no open findings runs it; passed completes, failed goes back to coding', () => {
+    const goal = { ...initialState('goal', 0), phase: 'auditing' } as LoopState;
+    const withContract: LoopLimits = { ...limits, gate: { sectionChecks: [], finalChecks: 2 } };
+    assert.deepEqual(nextTransition(goal, handoff('auditor'), withContract), { kind: 'run_checks', event: 'audit_clean', gate: 'final', sectionIndex: null });
+    assert.equal(summary(nextTransition(goal, handoff('auditor'), limits)), 'terminate:completed', 'no contract: as before');
+    assert.equal(summary(nextTransition(goal, { type: 'checks_passed', gate: 'final' }, withContract)), 'terminate:completed');
+    assert.equal(summary(nextTransition(goal, { type: 'checks_failed', gate: 'final', failed }, withContract)), 'advance:coding');
+  });
+
+  it('max_iterations ends a loop whose checks never pass, and the reason names the check', () => {
+    const t = nextTransition(state('final_auditing', { iteration: 15 }), { type: 'checks_failed', gate: 'final', failed }, gated);
+    assert.equal(t.kind, 'terminate');
+    if (t.kind !== 'terminate') return;
+    assert.deepEqual(t.reason, { kind: 'max_iterations', message: `check failed: ${failed}` });
+    assert.equal(terminationReasonToString(t.reason), `max_iterations: check failed: ${failed}`);
+    assert.deepEqual(parseTerminationReason(terminationReasonToString(t.reason)), t.reason);
+    assert.deepEqual(parseTerminationReason('max_iterations'), { kind: 'max_iterations' });
+  });
+
+  it('a check result arriving where no gate is (a stale one) is ignored, never moves the loop', () => {
+    for (const phase of ['coding', 'final_audit_fix', 'post_action'] as const) {
+      assert.equal(nextTransition(state(phase), { type: 'checks_passed', gate: 'final' }, gated).kind, 'ignore');
+    }
+    assert.equal(nextTransition(state('final_auditing'), { type: 'checks_passed', gate: 'section' }, gated).kind, 'ignore');
+  });
+});
 
 describe('loop transition table', () => {
   it('covers every phase × event pair', () => {

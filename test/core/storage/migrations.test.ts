@@ -57,6 +57,7 @@ describe('storage: migrations', function () {
     let clock = 1_000;
     const db = await openForgeDatabase({ path: data.dbPath, now: () => clock++ });
     assert.deepEqual(tables(db), [
+      'check_runs',
       'feature_groups',
       'forge_meta',
       'loop_attempts',
@@ -109,6 +110,8 @@ describe('storage: migrations', function () {
       assert.equal(db.get<{ n: number }>(`SELECT count(*) AS n FROM loops WHERE name = 'old-loop'`)?.n, 1);
       assert.equal(db.get<{ n: number }>(`SELECT count(*) AS n FROM review_findings WHERE description = 'off by one'`)?.n, 1);
       if (earlier.id >= 2) assert.equal(db.get<{ n: number }>('SELECT count(*) AS n FROM loop_handoffs')?.n, 1);
+      assert.ok(tables(db).includes('check_runs'), 'the check log exists');
+      assert.equal(db.get<{ source: string }>(`SELECT source FROM review_findings WHERE description = 'off by one'`)?.source, 'auditor', "a finding from before is the auditor's");
       await db.close();
     });
   }

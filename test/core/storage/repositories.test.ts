@@ -18,6 +18,25 @@ import { makeTempDataDir, type TempDataDir } from '../../support/storage-fixture
 const A = 'project-a';
 const B = 'project-b';
 
+const CHECK_RUN = {
+  loopName: 'l',
+  iteration: 1,
+  sectionIndex: null,
+  gate: 'final' as const,
+  checkId: 'plan-1',
+  label: 'check 1: node test.js',
+  kind: 'command',
+  command: 'node test.js',
+  status: 'passed',
+  message: 'exited with code 0',
+  exitCode: 0 as number | null,
+  signal: null,
+  durationMs: 42,
+  outputTail: 'ok\n',
+  outputBytes: 3,
+  startedAt: 5_000,
+};
+
 describe('storage: repositories', function () {
   this.timeout(60_000);
   let data: TempDataDir;
@@ -193,6 +212,7 @@ describe('storage: repositories', function () {
         repos.sessionUsage.add(project, { loopName: 'l', sessionId: 's', role: 'code', model: 'm' }, { messages: 1 });
         repos.handoffs.append(project, { loopName: 'l', role: 'code', sessionId: 's', iteration: 1, sectionIndex: 0, payload: {} });
         repos.attempts.start(project, { loopName: 'l', kind: 'audit', iteration: 1, sectionIndex: 0 });
+        repos.checkRuns.append(project, { ...CHECK_RUN, loopName: 'l' });
       }
       assert.equal(repos.loops.delete(A, 'l'), true);
       assert.equal(repos.loops.delete(A, 'l'), false);
@@ -207,9 +227,33 @@ describe('storage: repositories', function () {
           'loop_session_usage',
           'loop_handoffs',
           'loop_attempts',
+          'check_runs',
         ].map((table) => db.get<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE project_id = ?`, [project])!.n);
-      assert.deepEqual(countRows(A), [0, 0, 0, 0, 0, 0, 0, 0, 0]);
-      assert.deepEqual(countRows(B), [1, 1, 1, 1, 1, 1, 1, 1, 1]);
+      assert.deepEqual(countRows(A), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+      assert.deepEqual(countRows(B), [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+    });
+  });
+
+  describe('check runs and check findings', () => {
+    it('append every run, list them oldest first, and give the latest run of each check in first-run order', async () => {
+      const a1 = repos.checkRuns.append(A, { ...CHECK_RUN, checkId: 'plan-1', label: 'check 1: node test.js', status: 'failed', exitCode: 1, outputTail: 'AssertionError\n' });
+      const b1 = repos.checkRuns.append(A, { ...CHECK_RUN, checkId: 'plan-2', label: 'check 2: exists: README.md', kind: 'exists', command: null, exitCode: null });
+      const a2 = repos.checkRuns.append(A, { ...CHECK_RUN, checkId: 'plan-1', label: 'check 1: node test.js', iteration: 2 });
+      repos.checkRuns.append(B, { ...CHECK_RUN, checkId: 'plan-1' });
+      assert.deepEqual(repos.checkRuns.listByLoop(A, 'l').map((r) => r.id), [a1.id, b1.id, a2.id]);
+      assert.deepEqual(a1, { ...CHECK_RUN, checkId: 'plan-1', label: 'check 1: node test.js', status: 'failed', exitCode: 1, outputTail: 'AssertionError\n', id: a1.id, projectId: A });
+      assert.deepEqual(repos.checkRuns.latestByCheck(A, 'l').map((r) => [r.checkId, r.iteration, r.status]), [['plan-1', 2, 'passed'], ['plan-2', 1, 'passed']]);
+      assert.deepEqual((await reopened()).checkRuns.listByLoop(A, 'l', { afterId: a1.id }).map((r) => r.id), [b1.id, a2.id]);
+    });
+
+    it("a check's finding has source check, and only resolveCheckFinding (by fingerprint, open, source check) resolves it", () => {
+      const audit = repos.reviewFindings.record(A, { loopName: 'l', file: '', line: 0, severity: 'bug', description: 'x', fingerprint: 'check:plan:k' });
+      assert.equal(audit.source, 'auditor');
+      assert.equal(repos.reviewFindings.resolveCheckFinding(A, 'l', 'check:plan:k'), undefined, "an auditor's finding is not a check's");
+      const check = repos.reviewFindings.record(A, { loopName: 'l', file: '', line: 0, severity: 'bug', description: 'Check failed', fingerprint: 'check:plan:k', source: 'check' });
+      assert.deepEqual([check.id, check.source, check.recurrenceCount], [audit.id, 'check', 2]);
+      assert.equal(repos.reviewFindings.resolveCheckFinding(A, 'l', 'check:plan:k')?.status, 'resolved');
+      assert.equal(repos.reviewFindings.resolveCheckFinding(A, 'l', 'check:plan:k'), undefined, 'already resolved');
     });
   });
 
@@ -231,6 +275,7 @@ describe('storage: repositories', function () {
         sectionIndex: 0,
         recurrenceCount: 1,
         fingerprint: findingFingerprint('src/a.ts', 'Null  check missing'),
+        source: 'auditor',
         createdAt: 1_000,
         updatedAt: 1_000,
       });

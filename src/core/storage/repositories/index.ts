@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../sql-executor';
+import { createCheckRunsRepository, type CheckRunsRepository } from './check-runs-repository';
 import { createFeatureGroupsRepository, type FeatureGroupsRepository } from './feature-groups-repository';
 import { createLoopAttemptsRepository, type LoopAttemptsRepository } from './loop-attempts-repository';
 import { createLoopHandoffsRepository, type LoopHandoffsRepository } from './loop-handoffs-repository';
@@ -12,6 +13,7 @@ import { createReviewFindingsRepository, type ReviewFindingsRepository } from '.
 import { createSectionPlansRepository, type SectionPlansRepository } from './section-plans-repository';
 import { systemClock, type Clock } from './row-values';
 
+export * from './check-runs-repository';
 export * from './feature-groups-repository';
 export * from './loop-attempts-repository';
 export * from './loop-handoffs-repository';
@@ -37,6 +39,7 @@ export interface ForgeRepositories {
   readonly featureGroups: FeatureGroupsRepository;
   readonly attempts: LoopAttemptsRepository;
   readonly preferences: PreferencesRepository;
+  readonly checkRuns: CheckRunsRepository;
 }
 
 /**
@@ -57,5 +60,6 @@ export function createForgeRepositories(db: SqlExecutor, clock: Clock = systemCl
     featureGroups: createFeatureGroupsRepository(db, clock),
     attempts: createLoopAttemptsRepository(db, clock),
     preferences: createPreferencesRepository(db, clock),
+    checkRuns: createCheckRunsRepository(db, clock),
   };
 }

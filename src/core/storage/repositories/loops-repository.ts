@@ -104,6 +104,7 @@ const LOOP_OWNED_TABLES = [
   'loop_session_usage',
   'loop_handoffs',
   'loop_attempts',
+  'check_runs',
 ] as const;
 
 const LOOP_COLUMNS = [

@@ -4,6 +4,11 @@ import { RowNotFoundError, integer, optionalInteger, optionalText, systemClock, 
 
 export type FindingSeverity = 'bug' | 'warning';
 export type FindingStatus = 'open' | 'resolved' | 'dismissed';
+/**
+ * Who reported a finding: the auditor, or a failed verification check. A check's finding is
+ * resolved only by Forge, when that check passes; no agent tool can resolve or delete it.
+ */
+export type FindingSource = 'auditor' | 'check';
 
 export interface ReviewFindingRow {
   readonly id: number;
@@ -20,6 +25,7 @@ export interface ReviewFindingRow {
   /** How many times the auditor has reported this finding (1 = first time). */
   readonly recurrenceCount: number;
   readonly fingerprint: string;
+  readonly source: FindingSource;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
@@ -34,6 +40,8 @@ export interface NewFinding {
   readonly sectionIndex?: number | null;
   /** Identity across audits; defaults to findingFingerprint(file, description). */
   readonly fingerprint?: string;
+  /** Default 'auditor'. */
+  readonly source?: FindingSource;
 }
 
 export interface FindingFilter {
@@ -68,6 +76,8 @@ export interface ReviewFindingsRepository {
   /** Findings reported at least `minCount` times (default 3) that are still open. */
   listRecurring(projectId: string, loopName: string, minCount?: number): ReviewFindingRow[];
   setStatus(projectId: string, id: number, status: FindingStatus): ReviewFindingRow;
+  /** Resolves the loop's open finding of a check (source 'check') with this fingerprint; whether there was one. */
+  resolveCheckFinding(projectId: string, loopName: string, fingerprint: string): ReviewFindingRow | undefined;
   delete(projectId: string, id: number): boolean;
   countOpen(projectId: string, loopName: string, filter?: Pick<FindingFilter, 'sectionIndex'>): FindingCounts;
   /** Open bug/warning counts of every loop of the project that has any. */
@@ -94,6 +104,7 @@ function toFinding(row: SqlRow): ReviewFindingRow {
     sectionIndex: optionalInteger(row.section_index),
     recurrenceCount: integer(row.recurrence_count),
     fingerprint: text(row.fingerprint),
+    source: (optionalText(row.source) ?? 'auditor') as FindingSource,
     createdAt: integer(row.created_at),
     updatedAt: integer(row.updated_at),
   };
@@ -149,7 +160,7 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
         if (existing) {
           tx.run(
             `UPDATE review_findings SET file = ?, line = ?, severity = ?, description = ?, scenario = ?, section_index = ?,
-               status = 'open', recurrence_count = recurrence_count + 1, updated_at = ?
+               status = 'open', recurrence_count = recurrence_count + 1, source = ?, updated_at = ?
              WHERE project_id = ? AND id = ?`,
             [
               finding.file,
@@ -158,6 +169,7 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
               finding.description,
               finding.scenario ?? null,
               finding.sectionIndex ?? null,
+              finding.source ?? 'auditor',
               now,
               projectId,
               existing.id,
@@ -167,8 +179,8 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
         }
         const { lastInsertRowid } = tx.run(
           `INSERT INTO review_findings (project_id, loop_name, file, line, severity, description, scenario, status,
-             section_index, recurrence_count, fingerprint, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, 1, ?, ?, ?)`,
+             section_index, recurrence_count, fingerprint, source, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, 1, ?, ?, ?, ?)`,
           [
             projectId,
             finding.loopName,
@@ -179,6 +191,7 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
             finding.scenario ?? null,
             finding.sectionIndex ?? null,
             fingerprint,
+            finding.source ?? 'auditor',
             now,
             now,
           ],
@@ -222,6 +235,17 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
         ]).changes;
         if (changed === 0) throw new RowNotFoundError(`Finding #${id}`);
         return toFinding(tx.get('SELECT * FROM review_findings WHERE project_id = ? AND id = ?', [projectId, id])!);
+      }),
+
+    resolveCheckFinding: (projectId, loopName, fingerprint) =>
+      db.transaction((tx) => {
+        const row = tx.get<{ id: number }>(
+          `SELECT id FROM review_findings WHERE project_id = ? AND loop_name = ? AND fingerprint = ? AND source = 'check' AND status = 'open' ORDER BY id LIMIT 1`,
+          [projectId, loopName, fingerprint],
+        );
+        if (!row) return undefined;
+        tx.run(`UPDATE review_findings SET status = 'resolved', updated_at = ? WHERE project_id = ? AND id = ?`, [clock.now(), projectId, row.id]);
+        return toFinding(tx.get('SELECT * FROM review_findings WHERE project_id = ? AND id = ?', [projectId, row.id])!);
       }),
 
     delete: (projectId, id) => db.run('DELETE FROM review_findings WHERE project_id = ? AND id = ?', [projectId, id]).changes > 0,
