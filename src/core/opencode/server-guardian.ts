@@ -86,10 +86,17 @@ export function startServerGuardian(serverPid: number, markerLine: string, env: 
   return {
     pid: child.pid,
     async stop() {
+      // Its whole group: the guardian's `sleep` between two polls would otherwise outlive it by
+      // up to a poll interval, a process of Forge's still running after the loop ended.
       try {
-        child.kill('SIGKILL');
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+        else child.kill('SIGKILL');
       } catch {
-        /* gone */
+        try {
+          child.kill('SIGKILL');
+        } catch {
+          /* gone */
+        }
       }
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     },
