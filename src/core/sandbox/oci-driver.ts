@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,6 +108,13 @@ export const OCI_EXEC_WRAPPER =
   'setsid sh -c \'cat >/dev/null; kill -KILL -"$0" 2>/dev/null\' "$p" <&3 3<&- & w=$!; exec 3<&-; ' +
   // Like a bwrap sandbox, nothing the command left in the background outlives it.
   'wait "$p"; rc=$?; kill -KILL -"$p" 2>/dev/null; kill -KILL -"$w" 2>/dev/null; exit "$rc"';
+
+/** Environment variable naming one exec, inherited by everything it starts. */
+export const OCI_EXEC_ID_VARIABLE = 'FORGE_EXEC_ID';
+
+/** Kills every process in the container whose environment holds `$1` (`FORGE_EXEC_ID=<id>`). */
+export const OCI_KILL_EXEC_SCRIPT =
+  'for sweep in 1 2; do for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -KILL "${d#/proc/}" 2>/dev/null; fi; done; done; exit 0';
 
 export interface OciExecShape {
   cwd: string;
@@ -267,7 +275,11 @@ export class OciRuntime implements SandboxRuntime {
     // container, and that refusal is turned into a SandboxError below.
     const cwd = options.cwd ?? (await this.worktreeOf(name));
     const withInput = options.stdin !== undefined;
-    const args = buildOciExecArgs(name, command, { cwd, env: options.env, withInput });
+    // Every process of this exec carries its id (setsid'd and disowned ones too), so a timed-out
+    // command can be found and killed whole inside the container: killing the engine's client
+    // ends neither what left the command's process group nor, always, the group itself.
+    const execId = randomBytes(8).toString('hex');
+    const args = buildOciExecArgs(name, command, { cwd, env: { ...(options.env ?? {}), [OCI_EXEC_ID_VARIABLE]: execId }, withInput });
     const r = await this.cli(args, {
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       ...(withInput ? { input: options.stdin } : { keepStdinOpen: true }),
@@ -280,7 +292,13 @@ export class OciRuntime implements SandboxRuntime {
         state === 'unknown' ? 'state-unknown' : 'not-usable',
       );
     }
+    if (r.timedOut) await this.killExec(name, execId);
     return this.classify(name, r);
+  }
+
+  /** Kills, inside the container, every process carrying the exec's id (two sweeps: one may fork meanwhile). */
+  private async killExec(name: string, execId: string): Promise<void> {
+    await this.cli(['exec', name, 'sh', '-c', OCI_KILL_EXEC_SCRIPT, 'forge-kill-exec', `${OCI_EXEC_ID_VARIABLE}=${execId}`], { timeoutMs: 30_000 }).catch(() => undefined);
   }
 
   /** The worktree of a sandbox (the default working directory), remembered per name. */

@@ -4,7 +4,8 @@ import { parseVerificationChecks } from '../../../src/core/checks/parse';
 import { DEFAULT_MAX_OUTPUT_BYTES, runCheck, sandboxCheckExecutor } from '../../../src/core/checks/runner';
 import type { CheckSpec } from '../../../src/core/checks/types';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
-import { bwrapPrereqs, makeSandboxTestDirs, SMALL_LIMITS, uniqueLoopName, type SandboxTestDirs } from '../../support/sandbox-fixtures';
+import { OciRuntime } from '../../../src/core/sandbox/oci-driver';
+import { bwrapPrereqs, dockerPrereqs, makeSandboxTestDirs, SMALL_LIMITS, TEST_IMAGE, uniqueLoopName, type SandboxTestDirs } from '../../support/sandbox-fixtures';
 
 function commandCheck(script: string): CheckSpec {
   return parseVerificationChecks(`\`\`\`sh\n${script}\n\`\`\``).checks[0]!;
@@ -81,5 +82,51 @@ describe('checks: running a command inside a bwrap sandbox', function () {
       await new Promise((resolve) => setTimeout(resolve, 100));
     } while (Date.now() < deadline);
     assert.deepEqual(left, []);
+  });
+});
+
+describe('checks: a hanging check inside a docker sandbox', function () {
+  this.timeout(600_000);
+  let dirs: SandboxTestDirs;
+  let runtime: OciRuntime;
+  let name: string;
+  const savedDockerHost = process.env.DOCKER_HOST;
+
+  before(async function () {
+    this.timeout(30 * 60_000);
+    const env = dockerPrereqs();
+    dirs = makeSandboxTestDirs('checks-docker');
+    runtime = new OciRuntime({ engine: 'docker', env });
+    name = uniqueLoopName('checks');
+    await runtime.create({ name, worktreeDir: dirs.worktreeDir, gitCommonDir: dirs.gitCommonDir, network: false, limits: SMALL_LIMITS, image: TEST_IMAGE });
+  });
+  after(async () => {
+    await runtime?.remove(name).catch(() => undefined);
+    dirs?.cleanup();
+    if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
+    else process.env.DOCKER_HOST = savedDockerHost;
+  });
+
+  it('passes and fails like on the host, and kills a hanging check with its disowned and setsid\'d children at the timeout', async () => {
+    const exec = sandboxCheckExecutor(runtime, name);
+    const passed = await runCheck(commandCheck('echo one; cat README.md'), { cwd: dirs.worktreeDir, exec });
+    assert.deepEqual([passed.status, passed.exitCode], ['passed', 0]);
+    assert.match(passed.outputTail, /needle-in-readme/);
+    const failed = await runCheck(commandCheck('echo bad >&2; exit 3'), { cwd: dirs.worktreeDir, exec });
+    assert.deepEqual([failed.status, failed.exitCode], ['failed', 3]);
+    const result = await runCheck(commandCheck('sleep 987661 & disown\nsetsid sleep 987662 &\necho started\nsleep 987663'), {
+      cwd: dirs.worktreeDir,
+      exec,
+      timeoutMs: 3_000,
+    });
+    assert.equal(result.status, 'timed-out');
+    const deadline = Date.now() + 15_000;
+    let left: number[] = [];
+    do {
+      left = [...(await processesRunning('sleep 987661')), ...(await processesRunning('sleep 987662')), ...(await processesRunning('sleep 987663'))];
+      if (left.length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    } while (Date.now() < deadline);
+    assert.deepEqual(left, [], 'processes of the timed-out check still run in the container');
   });
 });
