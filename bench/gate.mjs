@@ -174,7 +174,10 @@ async function run(mode, gated) {
     const phase = phaseOf.get(m.sessionId);
     if (phase !== 'auditing' && phase !== 'final_auditing') continue;
     const next = marks.slice(i + 1).find((n) => n.mark === 'prompt_dispatched');
-    handOvers.push({ phase, ms: (next ? next.at : endedAt) - m.at, to: next ? 'prompt' : 'ended' });
+    const until = next ? next.at : endedAt;
+    // The gate's last check in the log: what follows it is the checkpoint commit and the prompt.
+    const checksDone = events.filter((x) => x.e.type === 'loop.check' && x.at > m.at && x.at < until).at(-1);
+    handOvers.push({ phase, ms: until - m.at, checksDoneMs: checksDone ? checksDone.at - m.at : NaN, to: next ? 'prompt' : 'ended' });
   }
   const checks = events.filter((x) => x.e.type === 'loop.check').map((x) => x.e.run);
   if (checks.some((c) => c.status !== 'passed')) throw new Error(`a check did not pass: ${JSON.stringify(checks.filter((c) => c.status !== 'passed'))}`);
@@ -214,7 +217,7 @@ const f = (x, w = 9) => (Number.isFinite(x) ? x.toFixed(1) : '-').padStart(w);
 console.log(`gate overhead (opencode ${execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim()}, ${new Date().toISOString()}, ${RUNS} runs + ${WARMUP} warm-up, medians in ms)`);
 console.log(`load average at start ${loadAtStart}, at end ${loadavg()}`);
 console.log('plain: the plan without checks; gated: `Verify: true` per section + ```sh true``` in ## Verification (final gate runs all 3)');
-console.log(`${'mode'.padEnd(6)} ${'auditor idle → …'.padEnd(36)} ${'plain'.padStart(9)} ${'gated'.padStart(9)} ${'+gate'.padStart(9)} ${'ratio'.padStart(7)} ${'checks'.padStart(7)} ${'check ms'.padStart(9)}`);
+console.log(`${'mode'.padEnd(6)} ${'auditor idle → …'.padEnd(36)} ${'plain'.padStart(9)} ${'gated'.padStart(9)} ${'+gate'.padStart(9)} ${'ratio'.padStart(7)} ${'checks'.padStart(7)} ${'check ms'.padStart(9)} ${'→checked'.padStart(9)}`);
 for (const mode of MODES) {
   const plain = results.get(`${mode}/false`);
   const gated = results.get(`${mode}/true`);
@@ -224,7 +227,8 @@ for (const mode of MODES) {
     const runsOf = (r) => r.checks.filter((c) => c.gate === t.gate && (t.gate === 'final' || c.sectionIndex === t.section));
     const count = runsOf(gated[0]).length;
     const checkMs = median(gated.map((r) => runsOf(r).reduce((a, c) => a + c.durationMs, 0)));
-    console.log(`${mode.padEnd(6)} ${t.label.padEnd(36)} ${f(p)} ${f(g)} ${f(g - p)} ${(g / p).toFixed(2).padStart(7)} ${String(count).padStart(7)} ${f(checkMs)}`);
+    const checked = median(gated.map((r) => r.handOvers[t.index].checksDoneMs));
+    console.log(`${mode.padEnd(6)} ${t.label.padEnd(36)} ${f(p)} ${f(g)} ${f(g - p)} ${(g / p).toFixed(2).padStart(7)} ${String(count).padStart(7)} ${f(checkMs)} ${f(checked)}`);
   }
   const gateSum = (rs) => median(rs.map((r) => r.handOvers.reduce((a, h) => a + h.ms, 0)));
   const p = gateSum(plain);
@@ -234,5 +238,7 @@ for (const mode of MODES) {
   const tg = median(gated.map((r) => r.total));
   console.log(`${mode.padEnd(6)} ${'whole loop: start → ended'.padEnd(36)} ${f(tp)} ${f(tg)} ${f(tg - tp)} ${(tg / tp).toFixed(2).padStart(7)}`);
 }
-console.log('+gate = gated − plain (medians); check ms = the check log\'s durations of that gate\'s runs, summed per loop, median');
+console.log('+gate = gated − plain (medians); check ms = the check log\'s durations of that gate\'s runs, summed per loop, median;');
+console.log('→checked = auditor idle → the gate\'s last check in the log (the rest of "gated" is the checkpoint commit, which a gated section');
+console.log('cannot make early while the auditor winds down, and the next prompt or the teardown)');
 process.exit(0);
