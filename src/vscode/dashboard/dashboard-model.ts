@@ -4,7 +4,7 @@
 import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
-import { isPseudoFindingPath } from '../loop-tree-model';
+import { isLoopLevelFindingPath } from '../loop-tree-model';
 import type { DashboardState, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
 
 export interface DashboardModelInput {
@@ -92,7 +92,7 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
       scenario: f.scenario,
       sectionIndex: f.sectionIndex,
       recurrenceCount: f.recurrenceCount,
-      pseudo: isPseudoFindingPath(f.file),
+      pseudo: isLoopLevelFindingPath(f.file),
     })),
     sessions: repos.sessionUsage.listByLoop(projectId, name).map((s) => ({
       sessionId: s.sessionId,
