@@ -3,6 +3,8 @@
 // API here, so this file also runs under plain mocha.
 import * as assert from 'node:assert/strict';
 import { parseGoalCheckOptions } from '../../../src/core/checks/parse';
+import type { CheckRunRow } from '../../../src/core/storage/repositories/check-runs-repository';
+import { buildCheckViews, CHECK_RUNS_SHOWN } from '../../../src/vscode/dashboard/dashboard-model';
 import { buildLoopDiagnostics, type DiagnosticFinding } from '../../../src/vscode/findings-diagnostics-model';
 import { goalContractFromInput, goalContractProblems, hasGoalContract } from '../../../src/vscode/goal-contract';
 import {
@@ -148,5 +150,60 @@ describe('check findings as diagnostics', () => {
     assert.equal(detail.label, 'Check');
     assert.equal(detail.description, 'Check failed: npm test');
     assert.match(detail.tooltip ?? '', /^Bug about the loop: Check failed: npm test\nOutput/);
+  });
+});
+
+describe('dashboard Checks part', () => {
+  let nextId = 1;
+  const run = (checkId: string, status: string, over: Partial<CheckRunRow> = {}): CheckRunRow => ({
+    id: nextId++,
+    projectId: 'p',
+    loopName: 'g',
+    iteration: 1,
+    sectionIndex: null,
+    gate: 'final',
+    checkId,
+    label: checkId === 'c1' ? 'npm test' : 'README.md contains "## Usage"',
+    kind: checkId === 'c1' ? 'command' : 'contains',
+    command: checkId === 'c1' ? 'npm test' : null,
+    status,
+    message: status === 'passed' ? 'exited 0' : 'exited 1',
+    exitCode: status === 'passed' ? 0 : 1,
+    signal: null,
+    durationMs: 1200,
+    outputTail: 'FAIL src/a.test.ts',
+    outputBytes: 18,
+    startedAt: 1000 + nextId,
+    ...over,
+  });
+
+  it('lists each stored check in its order with its runs newest first, the output kept only where a run did not pass', () => {
+    const specs = [
+      { id: 'c1', label: 'npm test', kind: 'command', command: 'npm test' },
+      { id: 'c2', label: 'README.md contains "## Usage"', kind: 'contains' },
+      { id: 'c3', label: 'lint', kind: 'command', command: 'npm run lint' },
+    ];
+    const runs = [run('c2', 'failed', { iteration: 1 }), run('c1', 'failed', { iteration: 1 }), run('c1', 'passed', { iteration: 2 }), run('c2', 'passed', { iteration: 2 })];
+    const views = buildCheckViews(specs, runs);
+    assert.deepEqual(views.map((v) => [v.checkId, v.label, v.command, v.latestStatus, v.runs.map((r) => r.status)]), [
+      ['c1', 'npm test', 'npm test', 'passed', ['passed', 'failed']],
+      ['c2', 'README.md contains "## Usage"', null, 'passed', ['passed', 'failed']],
+      ['c3', 'lint', 'npm run lint', null, []],
+    ]);
+    const c1 = views[0]!;
+    assert.deepEqual(c1.runs.map((r) => [r.iteration, r.exitCode, r.durationMs, r.gate, r.outputTail]), [
+      [2, 0, 1200, 'final', ''],
+      [1, 1, 1200, 'final', 'FAIL src/a.test.ts'],
+    ]);
+  });
+
+  it('keeps a check only the log knows, and sends only the latest runs of a long history', () => {
+    const runs = Array.from({ length: CHECK_RUNS_SHOWN + 5 }, (_, i) => run('c1', i % 2 ? 'passed' : 'failed', { iteration: i + 1 }));
+    const [view] = buildCheckViews([], runs);
+    assert.equal(view!.label, 'npm test');
+    assert.equal(view!.runs.length, CHECK_RUNS_SHOWN);
+    assert.equal(view!.olderRuns, 5);
+    assert.equal(view!.runs[0]!.iteration, CHECK_RUNS_SHOWN + 5);
+    assert.deepEqual(buildCheckViews([], []), []);
   });
 });
