@@ -7,6 +7,7 @@ import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-collapsible/index.js';
 import '@vscode-elements/elements/dist/vscode-divider/index.js';
 import type {
+  CheckView,
   DashboardState,
   DashboardViewState,
   FindingView,
@@ -158,6 +159,73 @@ function findingRow(detail: LoopDetail, f: FindingView, focus: boolean): HTMLEle
   );
 }
 
+const formatDuration = (ms: number) => (ms < 1000 ? `${ms} ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`);
+/** passed → pass; cancelled or never run → neutral; anything else failed the check. */
+const checkOutcome = (status: string | null) => (status === 'passed' ? 'pass' : status === null || status === 'cancelled' ? 'none' : 'fail');
+const CHECK_MARK: Record<string, string> = { pass: '✓', fail: '✗', none: '○' };
+
+function checkBlock(check: CheckView): HTMLElement {
+  const outcome = checkOutcome(check.latestStatus);
+  const failedRun = check.runs.find((r) => checkOutcome(r.status) === 'fail' && r.outputTail !== '');
+  return h(
+    'div',
+    { class: `check check-${outcome}`, 'data-check': check.checkId },
+    h(
+      'div',
+      { class: 'check-head' },
+      h('span', { class: `check-status check-status-${outcome}` }, `${CHECK_MARK[outcome]} ${check.latestStatus ?? 'not run yet'}`),
+      ' ',
+      h('span', { class: 'check-label' }, check.label),
+      check.command !== null && check.command !== check.label ? h('code', { class: 'check-command' }, check.command) : null,
+    ),
+    check.runs.length === 0
+      ? null
+      : h(
+          'table',
+          { class: 'check-runs' },
+          h('thead', {}, h('tr', {}, ...['status', 'exit', 'duration', 'gate', 'iteration', 'at'].map((t) => h('th', {}, t)))),
+          h(
+            'tbody',
+            {},
+            ...check.runs.map((r) =>
+              h(
+                'tr',
+                { class: `check-run check-run-${checkOutcome(r.status)}`, 'data-check-run': r.id, title: r.message },
+                h('td', {}, h('span', { class: `check-status-${checkOutcome(r.status)}` }, r.status)),
+                h('td', { class: 'num' }, r.exitCode === null ? '—' : String(r.exitCode)),
+                h('td', { class: 'num' }, formatDuration(r.durationMs)),
+                h('td', {}, r.gate === 'section' && r.sectionIndex !== null ? `section ${r.sectionIndex + 1}` : r.gate),
+                h('td', { class: 'num' }, String(r.iteration)),
+                h('td', {}, formatTime(r.startedAt)),
+              ),
+            ),
+          ),
+        ),
+    check.olderRuns > 0 ? h('div', { class: 'muted' }, `${check.olderRuns} older run${check.olderRuns === 1 ? '' : 's'} not shown (forge status --json has them all)`) : null,
+    failedRun
+      ? h(
+          'vscode-collapsible',
+          {
+            title: `Output of the failed run (iteration ${failedRun.iteration}, ${failedRun.message})${failedRun.outputBytes > failedRun.outputTail.length ? ' — its tail' : ''}`,
+            class: 'check-output',
+            open: outcome === 'fail',
+          },
+          h('pre', { class: 'check-output-text' }, failedRun.outputTail),
+        )
+      : null,
+  );
+}
+
+function renderChecks(detail: LoopDetail): HTMLElement | null {
+  if (detail.checks.length === 0) return null;
+  const passing = detail.checks.filter((c) => c.latestStatus === 'passed').length;
+  return section(
+    `Checks — ${passing}/${detail.checks.length} passing`,
+    h('p', { class: 'muted' }, 'Forge runs these itself in the worktree; the loop cannot complete while one fails.'),
+    ...detail.checks.map(checkBlock),
+  );
+}
+
 function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
   const running = live(detail.status);
   const actions = h('div', { class: 'actions' });
@@ -253,7 +321,7 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
         )
       : null;
 
-  return h('div', { class: 'detail' }, header, summary, diagram, plan, findings, usage);
+  return h('div', { class: 'detail' }, header, summary, diagram, plan, renderChecks(detail), findings, usage);
 }
 
 function render(state: DashboardState): void {
@@ -281,6 +349,9 @@ function probe(): RenderProbe {
     findingFiles: Array.from(app.querySelectorAll('a.file-link')).map((a) => a.getAttribute('data-file') ?? ''),
     sectionRows: app.querySelectorAll('li.section').length,
     usageRows: app.querySelectorAll('tr[data-usage-row]').length,
+    checks: Array.from(app.querySelectorAll('div.check')).map((c) => `${c.querySelector('.check-label')?.textContent ?? ''}: ${c.querySelector('.check-status')?.textContent ?? ''}`),
+    checkRunRows: app.querySelectorAll('tr.check-run').length,
+    checkOutputBlocks: app.querySelectorAll('pre.check-output-text').length,
   };
 }
 

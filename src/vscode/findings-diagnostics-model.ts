@@ -4,7 +4,7 @@
  */
 import * as path from 'node:path';
 import type { ReviewFindingRow } from '../core/storage/repositories/review-findings-repository';
-import { isPseudoFindingPath } from './loop-tree-model';
+import { isLoopLevelFindingPath } from './loop-tree-model';
 
 export type DiagnosticFinding = Pick<
   ReviewFindingRow,
@@ -28,7 +28,7 @@ export interface DiagnosticSpec {
 export interface LoopDiagnostics {
   /** Absolute file path -> diagnostics on it. */
   readonly byFile: Map<string, DiagnosticSpec[]>;
-  /** Findings that are not about a file in the worktree (GOAL, PLAN). */
+  /** Findings that are not about a file in the worktree (GOAL, PLAN, or no file: a check whose output names none); shown on the loop's item. */
   readonly pseudo: DiagnosticFinding[];
 }
 
@@ -58,7 +58,7 @@ export function buildLoopDiagnostics(worktreeDir: string, findings: readonly Dia
     if (f.status !== 'open') continue;
     let list = lists.get(f.file);
     if (list === undefined) {
-      if (isPseudoFindingPath(f.file)) {
+      if (isLoopLevelFindingPath(f.file)) {
         list = null;
       } else {
         const file = path.join(worktreeDir, f.file);
@@ -69,7 +69,7 @@ export function buildLoopDiagnostics(worktreeDir: string, findings: readonly Dia
       lists.set(f.file, list);
     }
     if (list === null) {
-      if (isPseudoFindingPath(f.file)) pseudo.push(f);
+      if (isLoopLevelFindingPath(f.file)) pseudo.push(f);
       continue;
     }
     list.push({

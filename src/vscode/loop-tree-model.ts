@@ -5,12 +5,26 @@
  */
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loops-repository';
+import type { CheckRunRow } from '../core/storage/repositories/check-runs-repository';
 import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
 
 /** Findings about the goal or plan itself (FINDING_PSEUDO_PATHS of src/core/loop/tool-backend.ts). */
 export const PSEUDO_FINDING_PATHS: readonly string[] = ['GOAL', 'PLAN'];
 
 export const isPseudoFindingPath = (file: string): boolean => PSEUDO_FINDING_PATHS.includes(file.trim());
+
+/**
+ * Findings shown on the loop's item rather than on a file: about the goal or plan, or with no
+ * file at all (a failed verification check whose output names no file of the worktree).
+ */
+export const LOOP_LEVEL_FINDING_PATHS: readonly string[] = [...PSEUDO_FINDING_PATHS, ''];
+
+export const isLoopLevelFindingPath = (file: string): boolean => file.trim() === '' || isPseudoFindingPath(file);
+
+/** What a loop-level finding is about, as a label: GOAL, PLAN, or "Check" for a fileless one. */
+export const loopLevelFindingLabel = (file: string): string => (file.trim() === '' ? 'Check' : file.trim());
+
+const firstLine = (text: string): string => text.split('\n', 1)[0]!.trim();
 
 export type LoopTreeLoop = Pick<
   LoopRow,
@@ -39,10 +53,54 @@ export interface LoopSummary {
   readonly loop: LoopTreeLoop;
   readonly openFindings: { readonly bug: number; readonly warning: number };
   readonly usage: { readonly sessions: number; readonly cost: number; readonly inputTokens: number; readonly outputTokens: number } | undefined;
-  /** Open findings about GOAL / PLAN: shown on the loop's item, not as diagnostics. */
+  /** Open findings about GOAL / PLAN or with no file (`isLoopLevelFindingPath`): shown on the loop's item, not as diagnostics. */
   readonly pseudoFindings: readonly { readonly id: number; readonly file: string; readonly severity: FindingSeverity; readonly description: string }[];
   /** Whether this window's engine drives the loop. */
   readonly supervisedHere: boolean;
+  /** The loop's verification checks and where each stands (absent: the loop has none). */
+  readonly checks?: LoopChecksSummary;
+}
+
+/** Where a loop's verification checks stand, from the latest run of each. */
+export interface LoopChecksSummary {
+  /** Checks the loop has (run or not). */
+  readonly total: number;
+  readonly passed: number;
+  /** Labels of the checks whose latest run did not pass, in the order they first ran. */
+  readonly failing: readonly string[];
+  /** Checks that never ran yet. */
+  readonly notRun: number;
+}
+
+/** Checks stored with a loop at start (`state.checks`), or 0 (loops started before checks existed). */
+export function checkCountOf(loop: Pick<LoopRow, 'state'>): number {
+  const checks = loop.state.checks;
+  return Array.isArray(checks) ? checks.length : 0;
+}
+
+/** `latest`: the latest run of each check (`checkRuns.latestByCheck`); undefined when the loop has no check. */
+export function summariseLoopChecks(checkCount: number, latest: readonly Pick<CheckRunRow, 'label' | 'status'>[]): LoopChecksSummary | undefined {
+  const total = Math.max(checkCount, latest.length);
+  if (total === 0) return undefined;
+  const passed = latest.filter((r) => r.status === 'passed').length;
+  // A cancelled run says nothing about the work: it counts as not run, not as failing.
+  const failing = latest.filter((r) => r.status !== 'passed' && r.status !== 'cancelled').map((r) => r.label);
+  return { total, passed, failing, notRun: total - passed - failing.length };
+}
+
+/** "2/3 passing", with what is failing or not run yet. */
+export function checksText(checks: LoopChecksSummary): string {
+  const parts = [`${checks.passed}/${checks.total} passing`];
+  if (checks.failing.length > 0) parts.push(`${checks.failing.length} failing`);
+  if (checks.notRun > 0) parts.push(`${checks.notRun} not run yet`);
+  return parts.join(', ');
+}
+
+/** `pass` when every check passed, `error` when one fails, else an empty circle (not run yet). */
+export function checksIcon(checks: LoopChecksSummary): TreeIconSpec {
+  if (checks.failing.length > 0) return { id: 'error', color: 'testing.iconFailed' };
+  if (checks.passed === checks.total) return { id: 'pass', color: 'testing.iconPassed' };
+  return { id: 'circle-large-outline' };
 }
 
 export interface TreeIconSpec {
@@ -179,7 +237,8 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   if (section) parts.push(section.replace('section ', '§'));
   const findings = findingsText(summary.openFindings);
   if (findings) parts.push(findings);
-  if (summary.pseudoFindings.length > 0) parts.push(`⚑ ${summary.pseudoFindings.map((f) => f.file).join('/')}`);
+  if (summary.checks) parts.push(`${summary.checks.failing.length > 0 ? '✗' : summary.checks.passed === summary.checks.total ? '✓' : '○'} checks ${summary.checks.passed}/${summary.checks.total}`);
+  if (summary.pseudoFindings.length > 0) parts.push(`⚑ ${[...new Set(summary.pseudoFindings.map((f) => loopLevelFindingLabel(f.file)))].join('/')}`);
   if (summary.usage && summary.usage.cost > 0) parts.push(formatCost(summary.usage.cost));
 
   return {
@@ -206,7 +265,11 @@ export function buildLoopTooltip(summary: LoopSummary): string {
   tooltip.push(`${iterationText(loop).replace(/^i/, 'I')}`);
   if (section) tooltip.push(section.replace(/^s/, 'S'));
   tooltip.push(`Open findings: ${findings ?? 'none'}`);
-  for (const f of summary.pseudoFindings) tooltip.push(`  ${f.severity} on ${f.file}: ${f.description}`);
+  if (summary.checks) {
+    tooltip.push(`Checks: ${checksText(summary.checks)}`);
+    for (const label of summary.checks.failing) tooltip.push(`  failing: ${label}`);
+  }
+  for (const f of summary.pseudoFindings) tooltip.push(`  ${f.severity} on ${loopLevelFindingLabel(f.file)}: ${f.description}`);
   if (summary.usage) {
     tooltip.push(
       `Sessions: ${summary.usage.sessions} · tokens ${formatTokens(summary.usage.inputTokens)} in / ${formatTokens(summary.usage.outputTokens)} out · ${formatCost(summary.usage.cost)}`,
@@ -239,13 +302,24 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
     description: findings ?? 'none',
     icon: summary.openFindings.bug > 0 ? { id: 'bug', color: 'list.errorForeground' } : summary.openFindings.warning > 0 ? { id: 'warning', color: 'list.warningForeground' } : { id: 'check' },
   });
+  if (summary.checks) {
+    const failing = summary.checks.failing;
+    details.push({
+      kind: 'detail',
+      id: id('checks'),
+      label: 'Checks',
+      description: checksText(summary.checks),
+      tooltip: `Verification checks Forge runs itself before the loop may complete: ${checksText(summary.checks)}${failing.length > 0 ? `\nFailing:\n${failing.map((l) => `- ${l}`).join('\n')}` : ''}`,
+      icon: checksIcon(summary.checks),
+    });
+  }
   for (const f of summary.pseudoFindings) {
     details.push({
       kind: 'detail',
       id: id(`pseudo-${f.id}`),
-      label: f.file,
-      description: f.description,
-      tooltip: `${f.severity === 'bug' ? 'Bug' : 'Warning'} about the ${f.file === 'GOAL' ? 'goal' : 'plan'}: ${f.description}`,
+      label: loopLevelFindingLabel(f.file),
+      description: firstLine(f.description),
+      tooltip: `${f.severity === 'bug' ? 'Bug' : 'Warning'} about the ${f.file === 'GOAL' ? 'goal' : f.file === 'PLAN' ? 'plan' : 'loop'}: ${f.description}`,
       icon: f.severity === 'bug' ? { id: 'bug', color: 'list.errorForeground' } : { id: 'warning', color: 'list.warningForeground' },
     });
   }

@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import type { ForgeLog } from './log';
-import { buildLoopTree, isPseudoFindingPath, PSEUDO_FINDING_PATHS, type LoopGroupNode, type LoopSummary } from './loop-tree-model';
+import { buildLoopTree, checkCountOf, isLoopLevelFindingPath, summariseLoopChecks, LOOP_LEVEL_FINDING_PATHS, type LoopGroupNode, type LoopSummary } from './loop-tree-model';
 import type { WorkspaceProject, WorkspaceProjects } from './projects';
 
 export const loopKey = (ref: { projectId: string; name: string }): string => `${ref.projectId}/${ref.name}`;
@@ -15,9 +15,9 @@ export function readLoopSummaries(engine: ForgeEngine, projects: readonly Worksp
     const counts = new Map(repos.reviewFindings.countOpenByLoop(projectId).map((c) => [c.loopName, c]));
     const usage = new Map(repos.sessionUsage.totalsByLoop(projectId).map((u) => [u.loopName, u]));
     const pseudo = new Map<string, LoopSummary['pseudoFindings'][number][]>();
-    for (const file of PSEUDO_FINDING_PATHS) {
+    for (const file of LOOP_LEVEL_FINDING_PATHS) {
       for (const f of repos.reviewFindings.listByFile(projectId, file, { status: 'open' })) {
-        if (!isPseudoFindingPath(f.file)) continue;
+        if (!isLoopLevelFindingPath(f.file)) continue;
         const list = pseudo.get(f.loopName) ?? [];
         list.push({ id: f.id, file: f.file, severity: f.severity, description: f.description });
         pseudo.set(f.loopName, list);
@@ -26,12 +26,16 @@ export function readLoopSummaries(engine: ForgeEngine, projects: readonly Worksp
     for (const loop of repos.loops.list(projectId)) {
       const c = counts.get(loop.name);
       const u = usage.get(loop.name);
+      // One query per loop that has checks: loops started without any (most) cost nothing.
+      const checkCount = checkCountOf(loop);
+      const checks = checkCount > 0 ? summariseLoopChecks(checkCount, repos.checkRuns.latestByCheck(projectId, loop.name)) : undefined;
       out.push({
         loop,
         openFindings: { bug: c?.bug ?? 0, warning: c?.warning ?? 0 },
         usage: u ? { sessions: u.sessions, cost: u.cost, inputTokens: u.inputTokens, outputTokens: u.outputTokens } : undefined,
         pseudoFindings: pseudo.get(loop.name) ?? [],
         supervisedHere: runtime.isSupervising({ projectId, name: loop.name }),
+        ...(checks ? { checks } : {}),
       });
     }
   }

@@ -1,9 +1,11 @@
 import * as vscode from 'vscode';
+import type { GoalCheckOptions } from '../../core/checks/parse';
 import type { ProviderCatalog } from '../../core/opencode/agent-client';
 import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
 import type { ForgeContext } from '../forge-context';
+import { goalContractFromInput, goalContractProblems, hasGoalContract } from '../goal-contract';
 import { errorMessage } from '../log';
 import { resolvePlanInput, type PlanInput } from '../plan-source';
 import { refuseIfUntrusted } from '../trust';
@@ -26,6 +28,8 @@ export interface ExecuteArgs {
   readonly variant?: string | null;
   readonly maxIterations?: number;
   readonly sandbox?: boolean;
+  /** Execute Goal: the goal's contract, as `forge goal --check/--exists/--contains/--matches` take it; given, it is not asked. */
+  readonly checks?: GoalCheckOptions;
   readonly interactive?: boolean;
 }
 
@@ -91,7 +95,28 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     });
   }
 
-  async function startLoop(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, choices: ExecutionChoices, input: { plan?: PlanInput; goal?: string; name?: string }): Promise<CommandResult> {
+  /** The goal's contract: two optional boxes after the goal text (Escape cancels; empty = no contract). */
+  async function askGoalContract(): Promise<GoalCheckOptions | undefined> {
+    const commands = await vscode.window.showInputBox({
+      title: 'Forge: Execute Goal — contract (optional)',
+      prompt: 'Commands Forge runs itself in the worktree before the goal may complete, separated by ";" (each must exit 0). Leave empty for none.',
+      placeHolder: 'e.g. npm test; node cli.js --version',
+      ignoreFocusOut: true,
+      validateInput: (v) => goalContractProblems(goalContractFromInput(v, '')) ?? undefined,
+    });
+    if (commands === undefined) return undefined;
+    const files = await vscode.window.showInputBox({
+      title: 'Forge: Execute Goal — file assertions (optional)',
+      prompt: 'Files that must hold, separated by ";": PATH:TEXT (contains TEXT), PATH (exists), matches: PATH:/REGEX/. Paths are relative to the repository. Leave empty for none.',
+      placeHolder: 'e.g. README.md:## Usage',
+      ignoreFocusOut: true,
+      validateInput: (v) => goalContractProblems(goalContractFromInput('', v)) ?? undefined,
+    });
+    if (files === undefined) return undefined;
+    return goalContractFromInput(commands, files);
+  }
+
+  async function startLoop(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, choices: ExecutionChoices, input: { plan?: PlanInput; goal?: string; checks?: GoalCheckOptions; name?: string }): Promise<CommandResult> {
     const started = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Forge: starting the ${kind} loop…` },
       () =>
@@ -100,6 +125,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
           repoPath,
           ...(input.plan ? { planText: input.plan.text, planSource: input.plan.source } : {}),
           ...(input.goal !== undefined ? { goal: input.goal } : {}),
+          ...(input.checks && hasGoalContract(input.checks) ? { checks: input.checks } : {}),
           ...(input.name ? { name: input.name } : {}),
           maxIterations: choices.maxIterations,
           ...(choices.model ? { model: choices.model } : {}),
@@ -203,11 +229,16 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
           })
         : undefined);
     if (goal === undefined) return interactive ? { status: 'cancelled' } : refused(ctx, 'no-plan', 'Forge: Execute Goal needs a goal (pass { goal }).');
+    const checks = args.checks ?? (interactive ? await askGoalContract() : {});
+    if (checks === undefined) return { status: 'cancelled' };
+    // The runtime refuses the same; saying it here keeps the start from half-happening.
+    const problems = goalContractProblems(checks);
+    if (problems) return refused(ctx, 'bad-checks', `Forge: ${problems}`);
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine);
     if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
     const choices = await choose(engine, 'goal', folder.uri.fsPath, { ...args, mode: 'loop' }, interactive);
     if (!choices) return { status: 'cancelled' };
-    return startLoop(engine, 'goal', folder.uri.fsPath, choices, { goal, ...(args.name ? { name: args.name } : {}) });
+    return startLoop(engine, 'goal', folder.uri.fsPath, choices, { goal, checks, ...(args.name ? { name: args.name } : {}) });
   });
 }

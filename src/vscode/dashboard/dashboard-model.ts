@@ -3,9 +3,10 @@
  */
 import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeRepositories } from '../../core/storage/repositories';
+import type { CheckRunRow } from '../../core/storage/repositories/check-runs-repository';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
-import { isPseudoFindingPath } from '../loop-tree-model';
-import type { DashboardState, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
+import { isLoopLevelFindingPath } from '../loop-tree-model';
+import type { CheckRunView, CheckView, DashboardState, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
 
 export interface DashboardModelInput {
   readonly repos: ForgeRepositories;
@@ -17,6 +18,61 @@ export interface DashboardModelInput {
 }
 
 const RECENT_TRANSITIONS = 30;
+/** Runs of each check sent to the webview, newest first: the history a reader looks at. */
+export const CHECK_RUNS_SHOWN = 20;
+
+type StoredCheckSpec = { id: string; label: string; kind: string; command?: string };
+
+/** The specs stored with the loop at start (`state.checks`), as far as they can be read. */
+function storedCheckSpecs(loop: Pick<LoopRow, 'state'>): StoredCheckSpec[] {
+  const checks = loop.state.checks;
+  if (!Array.isArray(checks)) return [];
+  return checks.filter((c): c is StoredCheckSpec => !!c && typeof c === 'object' && typeof (c as StoredCheckSpec).id === 'string' && typeof (c as StoredCheckSpec).label === 'string');
+}
+
+function checkRunView(run: CheckRunRow): CheckRunView {
+  return {
+    id: run.id,
+    iteration: run.iteration,
+    sectionIndex: run.sectionIndex,
+    gate: run.gate,
+    status: run.status,
+    message: run.message,
+    exitCode: run.exitCode,
+    durationMs: run.durationMs,
+    outputTail: run.status === 'passed' ? '' : run.outputTail,
+    outputBytes: run.outputBytes,
+    startedAt: run.startedAt,
+  };
+}
+
+/**
+ * The Checks part: every check of the loop (the stored specs, in their order, then any check
+ * only the log knows) with its runs, newest first. `runs`: the loop's check log, oldest first.
+ */
+export function buildCheckViews(specs: readonly StoredCheckSpec[], runs: readonly CheckRunRow[]): CheckView[] {
+  const byCheck = new Map<string, CheckRunRow[]>();
+  for (const run of runs) {
+    const list = byCheck.get(run.checkId) ?? [];
+    list.push(run);
+    byCheck.set(run.checkId, list);
+  }
+  const known = new Map(specs.map((s) => [s.id, { label: s.label, kind: s.kind, command: s.kind === 'command' ? (s.command ?? null) : null }]));
+  for (const [checkId, list] of byCheck) {
+    if (!known.has(checkId)) known.set(checkId, { label: list[0]!.label, kind: list[0]!.kind, command: list[0]!.command });
+  }
+  return [...known].map(([checkId, spec]) => {
+    const list = byCheck.get(checkId) ?? [];
+    const newest = list.slice(-CHECK_RUNS_SHOWN).reverse();
+    return {
+      checkId,
+      ...spec,
+      latestStatus: list.length > 0 ? list[list.length - 1]!.status : null,
+      runs: newest.map(checkRunView),
+      olderRuns: list.length - newest.length,
+    };
+  });
+}
 
 export function loopTitle(loop: Pick<LoopRow, 'name' | 'state'>): string {
   const title = loop.state.title;
@@ -92,8 +148,9 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
       scenario: f.scenario,
       sectionIndex: f.sectionIndex,
       recurrenceCount: f.recurrenceCount,
-      pseudo: isPseudoFindingPath(f.file),
+      pseudo: isLoopLevelFindingPath(f.file),
     })),
+    checks: buildCheckViews(storedCheckSpecs(loop), repos.checkRuns.listByLoop(projectId, name)),
     sessions: repos.sessionUsage.listByLoop(projectId, name).map((s) => ({
       sessionId: s.sessionId,
       role: s.role,

@@ -79,6 +79,38 @@ export interface TransitionView {
   readonly at: number;
 }
 
+/** One run of a verification check (the check log, issue 13). */
+export interface CheckRunView {
+  readonly id: number;
+  readonly iteration: number;
+  readonly sectionIndex: number | null;
+  /** 'section': a section's checkpoint; 'final': the loop's completion. */
+  readonly gate: string;
+  /** passed | failed | timed-out | not-started | refused | cancelled */
+  readonly status: string;
+  readonly message: string;
+  readonly exitCode: number | null;
+  readonly durationMs: number;
+  /** The output's tail, kept for runs that did not pass ('' for passed runs: nothing to read there). */
+  readonly outputTail: string;
+  readonly outputBytes: number;
+  readonly startedAt: number;
+}
+
+/** One verification check of the loop with its run history, newest run first. */
+export interface CheckView {
+  readonly checkId: string;
+  readonly label: string;
+  readonly kind: string;
+  /** The command of a command check; null for a file assertion. */
+  readonly command: string | null;
+  /** The latest run's status, or null when the check never ran yet. */
+  readonly latestStatus: string | null;
+  readonly runs: readonly CheckRunView[];
+  /** Runs left out of `runs` (only the latest are sent). */
+  readonly olderRuns: number;
+}
+
 export interface LoopDetail {
   readonly key: LoopKey;
   readonly title: string;
@@ -106,6 +138,8 @@ export interface LoopDetail {
   readonly edges: readonly DiagramEdge[];
   readonly recentTransitions: readonly TransitionView[];
   readonly findings: readonly FindingView[];
+  /** The loop's verification checks (empty: it has none). */
+  readonly checks: readonly CheckView[];
   readonly sessions: readonly SessionView[];
   readonly usageTotal: UsageView & { readonly sessions: number };
   readonly usageByModel: readonly (UsageView & { readonly model: string })[];
@@ -144,6 +178,11 @@ export interface RenderProbe {
   readonly findingFiles: readonly string[];
   readonly sectionRows: number;
   readonly usageRows: number;
+  /** Per check shown in the Checks part: `label: latest status`. */
+  readonly checks: readonly string[];
+  readonly checkRunRows: number;
+  /** Failed runs' output blocks rendered. */
+  readonly checkOutputBlocks: number;
 }
 
 export type LoopAction = 'cancel' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
