@@ -341,8 +341,25 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     );
   }
 
+  /**
+   * `git worktree add` one at a time per repository: two at once can make git read the other's
+   * half-written `.git/worktrees/<name>/commondir` and fail ("failed to read … commondir"),
+   * seen when loops of one repository start together.
+   */
+  const worktreeAdds = new Map<string, Promise<unknown>>();
+  function oneAddAtATime<T>(repoDir: string, fn: () => Promise<T>): Promise<T> {
+    const previous = worktreeAdds.get(repoDir) ?? Promise.resolve();
+    const next = previous.then(fn, fn);
+    const settled = next.catch(() => undefined);
+    worktreeAdds.set(repoDir, settled);
+    void settled.then(() => {
+      if (worktreeAdds.get(repoDir) === settled) worktreeAdds.delete(repoDir);
+    });
+    return next;
+  }
+
   async function addWorktree(repoDir: string, args: string[], worktreeDir: string, branch: string): Promise<void> {
-    const result = await git.run(repoDir, ['worktree', 'add', ...args]);
+    const result = await oneAddAtATime(repoDir, () => git.run(repoDir, ['worktree', 'add', ...args]));
     if (result.exitCode === 0) return;
     const detail = result.stderr.trim().replace(/\s+/g, ' ');
     if (/already checked out|is already used by worktree|already used by worktree/i.test(detail)) {
