@@ -34,3 +34,14 @@ export async function descendsFrom(pid: number, ancestor: number): Promise<boole
   }
   return false;
 }
+
+/** Pids of processes whose command line is exactly `command`. */
+export async function processesRunning(command: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.split('\0').join(' ').trim() === command) found.push(Number(entry));
+  }
+  return found;
+}

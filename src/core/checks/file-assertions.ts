@@ -3,9 +3,10 @@
  * files: the path is resolved inside the worktree and symbolic links are followed; a path whose
  * real location leaves the worktree is refused, whatever it points at.
  */
-import { promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import { runInNewContext } from 'node:vm';
+import { realPathThroughLinks } from '../fs/real-path';
 import type { CheckStatus, FileCheckSpec } from './types';
 import { normaliseWorktreePath } from './worktree-path';
 
@@ -28,7 +29,8 @@ export async function evaluateFileCheck(
   const root = await fs.realpath(worktreeDir).catch(() => null);
   if (root === null) return { status: 'not-started', message: `the worktree folder ${worktreeDir} does not exist; Forge checks files in the loop's worktree` };
   const path = written.path;
-  const located = await realLocation(join(root, path));
+  const real = realPathThroughLinks(join(root, path));
+  const located = { real, exists: existsSync(real) };
   if (!isInside(root, located.real)) {
     return {
       status: 'refused',
@@ -63,25 +65,6 @@ export async function evaluateFileCheck(
   return matched
     ? { status: 'passed', message: `${path} matches /${spec.pattern}/${spec.flags}` }
     : { status: 'failed', message: `${path} does not match /${spec.pattern}/${spec.flags}` };
-}
-
-/**
- * Where `path` really is: its real path when it exists; otherwise the real path of its longest
- * existing ancestor joined with the rest (so a link to a missing file outside is still caught).
- */
-async function realLocation(path: string, linksLeft = 40): Promise<{ real: string; exists: boolean }> {
-  const real = await fs.realpath(path).catch(() => null);
-  if (real !== null) return { real, exists: true };
-  // A dangling link: judge where it points (a cycle of links ends at the kernel's own limit).
-  const target = linksLeft > 0 ? await fs.readlink(path).catch(() => null) : null;
-  if (target !== null) {
-    const pointed = isAbsolute(target) ? target : join(path, '..', target);
-    return { real: (await realLocation(pointed, linksLeft - 1)).real, exists: false };
-  }
-  const parent = join(path, '..');
-  if (parent === path) return { real: path, exists: false };
-  const base = path.slice(parent.length + (parent.endsWith(sep) ? 0 : 1));
-  return { real: join((await realLocation(parent, linksLeft)).real, base), exists: false };
 }
 
 function isInside(root: string, path: string): boolean {

@@ -13,7 +13,7 @@ import type { ForgeToolScope, ForgeToolServer } from './forge-tool-server';
 import { FORGE_AGENT_NAMES, FORGE_AGENT_ROLES, FORGE_MCP_SERVER_NAME, type ForgeAgentRole } from './forge-tools';
 import { addRemoteMcpServer, createSdkAgentClient } from './sdk-agent-client';
 import type { PermissionRule } from './agent-client';
-import { realPathThroughLinks } from './real-path';
+import { realPathThroughLinks } from '../fs/real-path';
 import { buildLoopPermissionRuleset, type LoopPermissionOptions, type LoopRole } from './permissions';
 import { opencodeOwnDirectories, resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
 import {

@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { writeExecutable } from './shell-shim';
 import path from 'node:path';
 import { resolveOnPath, shellQuote } from './process';
 import { PUSH_REFUSED_MESSAGE, PUSH_REFUSED_TRANSPORT, pushGuardEnv } from './push-guard';
@@ -154,10 +155,4 @@ export async function prepareAgentHostShell(input: { dir: string; loopName: stri
 
 export async function removeAgentHostShell(dir: string): Promise<void> {
   await fs.rm(path.resolve(dir), { recursive: true, force: true });
-}
-
-async function writeExecutable(file: string, content: string): Promise<void> {
-  const tmp = `${file}.${process.pid}.tmp`;
-  await fs.writeFile(tmp, content, { mode: 0o755 });
-  await fs.rename(tmp, file);
 }

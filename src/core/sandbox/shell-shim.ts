@@ -143,7 +143,8 @@ export async function removeOpencodeSandboxShims(shimRoot: string, sandboxName: 
   await fs.rm(path.join(path.resolve(shimRoot), sandboxName), { recursive: true, force: true });
 }
 
-async function writeExecutable(file: string, content: string): Promise<void> {
+/** Writes an executable file atomically (a half-written shim is never run). */
+export async function writeExecutable(file: string, content: string): Promise<void> {
   const tmp = `${file}.${process.pid}.tmp`;
   await fs.writeFile(tmp, content, { mode: 0o755 });
   await fs.rename(tmp, file);

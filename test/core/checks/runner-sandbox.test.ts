@@ -1,26 +1,16 @@
 import { strict as assert } from 'node:assert';
-import { readdir, readFile } from 'node:fs/promises';
 import { parseVerificationChecks } from '../../../src/core/checks/parse';
 import { DEFAULT_MAX_OUTPUT_BYTES, runCheck, sandboxCheckExecutor } from '../../../src/core/checks/runner';
 import type { CheckSpec } from '../../../src/core/checks/types';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
 import { OciRuntime } from '../../../src/core/sandbox/oci-driver';
 import { bwrapPrereqs, dockerPrereqs, makeSandboxTestDirs, SMALL_LIMITS, TEST_IMAGE, uniqueLoopName, type SandboxTestDirs } from '../../support/sandbox-fixtures';
+import { processesRunning } from '../../support/processes';
 
 function commandCheck(script: string): CheckSpec {
   return parseVerificationChecks(`\`\`\`sh\n${script}\n\`\`\``).checks[0]!;
 }
 
-/** Pids of processes whose command line is exactly `command`. */
-async function processesRunning(command: string): Promise<number[]> {
-  const found: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.split('\0').join(' ').trim() === command) found.push(Number(entry));
-  }
-  return found;
-}
 
 describe('checks: running a command inside a bwrap sandbox', function () {
   this.timeout(120_000);

@@ -1,9 +1,9 @@
 import { strict as assert } from 'node:assert';
-import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
 import { toolCall } from '../../support/scripted-model';
+import { processesRunning } from '../../support/processes';
 
 /** A plan whose Verification runs the project's test, and whose section asserts a file exists. */
 const PLAN = `# Adder
@@ -23,16 +23,6 @@ const TEST_JS = 'const assert = require("assert");\nassert.equal(require("./add"
 const WRONG = 'exports.add = (a, b) => a - b;\n';
 const RIGHT = 'exports.add = (a, b) => a + b;\n';
 
-/** Pids of processes whose command line is exactly `command`. */
-async function processesRunning(command: string): Promise<number[]> {
-  const found: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.split('\0').join(' ').trim() === command) found.push(Number(entry));
-  }
-  return found;
-}
 
 async function waitFor(what: string, test: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const until = Date.now() + timeoutMs;

@@ -7,7 +7,7 @@ import {
   LINK_CHECKED_PERMISSIONS,
   wildcardMatch,
 } from '../../../src/core/opencode/permissions';
-import { realPathThroughLinks } from '../../../src/core/opencode/real-path';
+import { realPathThroughLinks } from '../../../src/core/fs/real-path';
 import fs from 'node:fs';
 import os from 'node:os';
 import nodePath from 'node:path';
