@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { SandboxSpec } from './types';
+import type { CgroupJoinStrategy } from './cgroup';
 import { shellQuote } from './process';
 import { SANDBOX_BASE_ENV } from './sandbox-env';
 
@@ -113,6 +114,8 @@ export interface BwrapLaunchPlan {
   etcFiles: string[];
   /** `cgroup.procs` files the sandbox's processes join before the command starts (empty: no limits). */
   procsFiles: string[];
+  /** How they join (cgroup.ts); default `overlapped`. */
+  joinStrategy?: CgroupJoinStrategy;
   /** The sandbox's record; without it the sandbox is gone and nothing runs. */
   recordFile: string;
 }
@@ -121,8 +124,11 @@ export interface BwrapLaunchPlan {
  * Bash lines that run `bash -c "$FORGE_COMMAND"` in the sandbox, in "$FORGE_CWD", and fail
  * without running anything on the host when the sandbox is not usable.
  *
- * Joining a cgroup (writing a pid to `cgroup.procs`) waits for an RCU grace period in the
- * kernel, 10–15 ms here, which was a third of every command. So the join overlaps bwrap's
+ * With the `before-exec` strategy (cgroup.ts: where a join is cheap) the shell writes its own
+ * pid into each `cgroup.procs` and then execs bwrap, so bwrap and all it starts are inside.
+ *
+ * Otherwise joining a cgroup (writing a pid to `cgroup.procs`) waits for an RCU grace period
+ * in the kernel, which can be a third of every command. So the join overlaps bwrap's
  * own set-up: the shell execs bwrap with `--info-fd` (bwrap reports the sandbox's first
  * process) and `--block-fd` (that process waits, after its mounts and before it starts
  * anything, for one byte). A helper forked beforehand moves that process into the cgroup
@@ -141,7 +147,12 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
     `if [ ! -f ${q(plan.recordFile)} ]; then echo "forge: sandbox ${plan.sandboxName} is gone; the command was not run (it never runs on the host)" >&2; exit 125; fi`,
   ];
   let syncArgs = '';
-  if (plan.procsFiles.length > 0) {
+  const joinFailed = `echo "forge: cannot join the sandbox cgroup (sandbox ${plan.sandboxName} stopped?); the command was not run" >&2`;
+  if (plan.procsFiles.length > 0 && plan.joinStrategy === 'before-exec') {
+    // `echo` is a builtin: each write is made by this shell, which then becomes bwrap.
+    const joins = plan.procsFiles.map((f) => `echo $$ > ${q(f)}`).join(' && ');
+    lines.push(`if ! { ${joins}; } 2>/dev/null; then ${joinFailed}; exit 125; fi`);
+  } else if (plan.procsFiles.length > 0) {
     const joins = plan.procsFiles.map((f) => `echo "$forge_child" > ${q(f)}`).join(' && ');
     lines.push(
       'exec {forge_block}<> <(:) {forge_info}<> <(:)',
@@ -155,7 +166,7 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
       '  while read -r -u "$forge_info_r" forge_line; do case $forge_line in *\'"child-pid"\'*) forge_child=${forge_line##*: }; forge_child=${forge_child%,}; break;; esac; done',
       '  [ -n "$forge_child" ] || exit 0',
       `  if ! { ${joins}; } 2>/dev/null; then`,
-      `    echo "forge: cannot join the sandbox cgroup (sandbox ${plan.sandboxName} stopped?); the command was not run" >&2`,
+      `    ${joinFailed}`,
       '    kill -KILL "$forge_child" "$forge_bwrap" 2>/dev/null',
       '    exit 125',
       '  fi',
@@ -175,7 +186,8 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
   });
   // bwrap's own processes (the sandbox's pid 1 among them, visible in its /proc) keep the
   // environment they are started with; --clearenv reaches only the command. The shim runs with
-  // opencode's environment (its password, Forge's tool secret), so bwrap starts from none.
-  lines.push(`exec /usr/bin/env -i ${q(plan.bwrapPath)}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
+  // opencode's environment (its password, Forge's tool secret), so bwrap starts from none:
+  // `exec -c` clears it without starting /usr/bin/env first.
+  lines.push(`exec -c ${q(plan.bwrapPath)}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
   return lines.join('\n');
 }

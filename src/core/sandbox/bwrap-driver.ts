@@ -14,7 +14,7 @@ import {
   type SandboxState,
 } from './types';
 import { resolveOnPath, runCommand } from './process';
-import { SandboxCgroups, errCode } from './cgroup';
+import { SandboxCgroups, errCode, type CgroupJoinStrategy } from './cgroup';
 import { describeExit } from './sandbox-env';
 import {
   buildBwrapArgs,
@@ -69,6 +69,8 @@ export interface BwrapRuntimeOptions {
   cgroups?: SandboxCgroups;
   /** Bash on the host, which runs the launcher (default /bin/bash). */
   hostShell?: string;
+  /** How commands join the sandbox's cgroup (default: what suits this host, see cgroupJoinStrategy). */
+  cgroupJoin?: CgroupJoinStrategy;
 }
 
 interface BwrapRecord extends SandboxSettings {
@@ -90,6 +92,7 @@ export class BwrapRuntime implements SandboxRuntime {
   private readonly bwrap: string;
   private readonly cgroups: SandboxCgroups;
   private readonly hostShell: string;
+  private readonly cgroupJoin: CgroupJoinStrategy | undefined;
   private readonly oomKillsSeen = new Map<string, number>();
   private readonly records = new Map<string, CachedRecord>();
   private available: Promise<SandboxAvailability> | undefined;
@@ -99,6 +102,7 @@ export class BwrapRuntime implements SandboxRuntime {
     this.bwrap = options.bwrapPath ?? 'bwrap';
     this.cgroups = options.cgroups ?? new SandboxCgroups();
     this.hostShell = options.hostShell ?? '/bin/bash';
+    this.cgroupJoin = options.cgroupJoin;
   }
 
   private recordPath(name: string): string {
@@ -244,6 +248,7 @@ export class BwrapRuntime implements SandboxRuntime {
       args: buildBwrapArgs(record, { cwd: BWRAP_CWD_FROM_SHELL, layout, ...(env ? { env } : {}) }),
       etcFiles: layout.etcFiles,
       procsFiles: record.procsFiles,
+      joinStrategy: this.cgroupJoin ?? this.cgroups.joinStrategy(),
       recordFile: this.recordPath(name),
     });
   }

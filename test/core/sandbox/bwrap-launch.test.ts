@@ -16,7 +16,7 @@ import {
   type HostPathKind,
 } from '../../../src/core/sandbox/bwrap-args';
 import { bwrapVersionTooOld, BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
-import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
+import { cgroupJoinStrategy, cgroupMountOptionsOf, readCgroupJoinFacts, SandboxCgroups, type CgroupJoinStrategy } from '../../../src/core/sandbox/cgroup';
 import type { SandboxSpec } from '../../../src/core/sandbox/types';
 
 const spec: SandboxSpec = { name: 'forge-demo', worktreeDir: '/data/wt', gitCommonDir: '/data/repo/.git', network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } };
@@ -75,15 +75,74 @@ describe('bwrap launcher text', () => {
     const lines = text.split('\n');
     assert.match(lines[0]!, /^if \[ ! -f \/state\/forge-demo\.json \]; then .*never runs on the host.*exit 125; fi$/);
     assert.ok(lines.includes(`[ -r /etc/passwd ] && exec ${BWRAP_ETC_FIRST_FD}</etc/passwd || exec ${BWRAP_ETC_FIRST_FD}</dev/null`));
-    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/env -i \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
+    assert.match(lines.at(-1)!, /^exec -c \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
     assert.ok(!text.includes('--block-fd'), 'no cgroup, nothing to wait for');
   });
 
-  it('with a cgroup, makes the sandbox wait for the join of its first process (never bwrap itself)', () => {
-    const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'] });
-    assert.match(text.split('\n').at(-1)!, /^exec \/usr\/bin\/env -i \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
+  it('overlapped join: makes the sandbox wait for the join of its first process (never bwrap itself)', () => {
+    const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'], joinStrategy: 'overlapped' });
+    assert.match(text.split('\n').at(-1)!, /^exec -c \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
     assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(!/echo "\$forge_bwrap" >/.test(text));
+  });
+
+  it('before-exec join: the shell writes its own pid into every hierarchy, then becomes bwrap; no helper, no pipes', () => {
+    const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'], joinStrategy: 'before-exec' });
+    const lines = text.split('\n');
+    const join = lines.findIndex((l) => l.includes('echo $$ > /cg/memory/forge/x/cgroup.procs && echo $$ > /cg/pids/forge/x/cgroup.procs'));
+    assert.ok(join > 0, text);
+    assert.match(lines[join]!, /then echo "forge: cannot join the sandbox cgroup \(sandbox forge-demo stopped\?\); the command was not run" >&2; exit 125; fi$/);
+    assert.match(lines.at(-1)!, /^exec -c \/usr\/bin\/bwrap --ro-bind /);
+    for (const forbidden of ['--info-fd', '--block-fd', '<(', '} &']) assert.ok(!text.includes(forbidden), forbidden);
+  });
+});
+
+describe('cgroup join strategy (pure)', () => {
+  it('joins before exec where a join is cheap: expedited grace periods, or favordynmods on every hierarchy', () => {
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: true, cgroupMountOptions: [['rw', 'memory']] }), 'before-exec');
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: true, cgroupMountOptions: [] }), 'before-exec');
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: false, cgroupMountOptions: [['rw', 'favordynmods']] }), 'before-exec');
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: false, cgroupMountOptions: [['rw', 'memory', 'favordynmods'], ['rw', 'pids', 'favordynmods']] }), 'before-exec');
+  });
+
+  it('overlaps the join with bwrap\'s set-up otherwise', () => {
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: false, cgroupMountOptions: [] }), 'overlapped');
+    assert.equal(cgroupJoinStrategy({ rcuExpedited: false, cgroupMountOptions: [['rw', 'memory', 'favordynmods'], ['rw', 'pids']] }), 'overlapped');
+  });
+
+  it('reads the cgroup mounts at and under the root from /proc/self/mounts, and nothing else', () => {
+    const mounts = [
+      'tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0',
+      'cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0',
+      'cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime,favordynmods 0 0',
+      'cgroup /elsewhere/pids cgroup rw,pids 0 0',
+      'cgroup /sys/fs/cgroupx cgroup rw,cpu 0 0',
+      'proc /proc proc rw 0 0',
+      '',
+    ].join('\n');
+    assert.deepEqual(cgroupMountOptionsOf(mounts, '/sys/fs/cgroup'), [
+      ['rw', 'relatime', 'memory'],
+      ['rw', 'relatime', 'favordynmods'],
+    ]);
+    assert.deepEqual(cgroupMountOptionsOf('cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0', '/sys/fs/cgroup'), [['rw', 'nsdelegate']]);
+  });
+
+  it('reads the host\'s facts from files, and takes unreadable ones as "not cheap"', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'forge-cgjoin-'));
+    try {
+      writeFileSync(path.join(dir, 'rcu'), '1\n');
+      writeFileSync(path.join(dir, 'mounts'), 'cgroup2 /cg cgroup2 rw,favordynmods 0 0\n');
+      assert.deepEqual(readCgroupJoinFacts('/cg', { rcuExpedited: path.join(dir, 'rcu'), mounts: path.join(dir, 'mounts') }), {
+        rcuExpedited: true,
+        cgroupMountOptions: [['rw', 'favordynmods']],
+      });
+      assert.deepEqual(readCgroupJoinFacts('/cg', { rcuExpedited: path.join(dir, 'none'), mounts: path.join(dir, 'none') }), {
+        rcuExpedited: false,
+        cgroupMountOptions: [],
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -134,34 +193,37 @@ describe('bwrap launcher against a stand-in bwrap', function () {
     return file;
   }
 
-  async function runtimeWith(bwrapPath: string): Promise<BwrapRuntime> {
-    const runtime = new BwrapRuntime({ stateDir: path.join(base, 'state'), bwrapPath, cgroups: new SandboxCgroups({ root: cgroupRoot }) });
+  async function runtimeWith(bwrapPath: string, cgroupJoin: CgroupJoinStrategy = 'overlapped'): Promise<BwrapRuntime> {
+    const runtime = new BwrapRuntime({ stateDir: path.join(base, 'state'), bwrapPath, cgroups: new SandboxCgroups({ root: cgroupRoot }), cgroupJoin });
     await runtime.create({ ...spec, name: 'forge-launch', worktreeDir, gitCommonDir: undefined });
     writeFileSync(path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs'), ''); // the kernel's file
     return runtime;
   }
 
-  it('joins the sandbox\'s first process to the cgroup before the command runs, and lets bwrap finish its report', async () => {
-    const runtime = await runtimeWith(standInBwrap(0.3));
-    const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
-    // The command runs as the stand-in's own process (it execs), so $$ is the reported pid.
-    const r = await runtime.exec('forge-launch', `grep -qx "$$" ${procs} && echo joined-before-start`, { timeoutMs: 20_000 });
-    assert.equal(r.timedOut, false);
-    assert.equal(r.exitCode, 0, `exit ${r.exitCode}: ${r.stderr}`);
-    assert.equal(r.stdout, 'joined-before-start\n');
-  });
+  for (const strategy of ['overlapped', 'before-exec'] as const) {
+    it(`${strategy}: joins the sandbox's processes to the cgroup before the command runs`, async () => {
+      const runtime = await runtimeWith(standInBwrap(0.3), strategy);
+      const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
+      // The command runs as the stand-in's own process (it execs), and the stand-in is what the
+      // launcher exec'd, so $$ is the pid that joined either way.
+      const r = await runtime.exec('forge-launch', `grep -qx "$$" ${procs} && echo joined-before-start`, { timeoutMs: 20_000 });
+      assert.equal(r.timedOut, false);
+      assert.equal(r.exitCode, 0, `exit ${r.exitCode}: ${r.stderr}`);
+      assert.equal(r.stdout, 'joined-before-start\n');
+    });
 
-  it('runs nothing and says why when the cgroup cannot be joined', async () => {
-    const runtime = await runtimeWith(standInBwrap(0));
-    const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
-    rmSync(procs);
-    mkdirSync(procs); // still there, but a write to it fails
-    const marker = path.join(worktreeDir, 'ran.txt');
-    const r = await runtime.exec('forge-launch', `touch ${marker}`, { timeoutMs: 20_000 });
-    assert.notEqual(r.exitCode, 0);
-    assert.match(r.stderr, /forge: cannot join the sandbox cgroup \(sandbox forge-launch stopped\?\); the command was not run/);
-    assert.equal(existsSync(marker), false);
-  });
+    it(`${strategy}: runs nothing and says why when the cgroup cannot be joined`, async () => {
+      const runtime = await runtimeWith(standInBwrap(0), strategy);
+      const procs = path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs');
+      rmSync(procs);
+      mkdirSync(procs); // still there, but a write to it fails
+      const marker = path.join(worktreeDir, 'ran.txt');
+      const r = await runtime.exec('forge-launch', `touch ${marker}`, { timeoutMs: 20_000 });
+      assert.notEqual(r.exitCode, 0);
+      assert.match(r.stderr, /forge: cannot join the sandbox cgroup \(sandbox forge-launch stopped\?\); the command was not run/);
+      assert.equal(existsSync(marker), false);
+    });
+  }
 
   it('sees a record rewritten by another Forge process at the next command', async () => {
     const runtime = await runtimeWith(standInBwrap(0));

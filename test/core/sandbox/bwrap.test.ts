@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
 import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
@@ -114,4 +114,45 @@ describe('sandbox driver: bwrap shell shim keeps the host environment out of the
       rmSync(dirs.base, { recursive: true, force: true });
     }
   });
+});
+
+describe('sandbox driver: bwrap joins real cgroups with either strategy', function () {
+  this.timeout(120_000);
+  before(() => bwrapPrereqs());
+
+  for (const cgroupJoin of ['before-exec', 'overlapped'] as const) {
+    it(`${cgroupJoin}: a command's processes are in every limited hierarchy while it runs`, async () => {
+      const dirs = makeSandboxTestDirs(`bwrap-cg-${cgroupJoin}`);
+      const runtime = new BwrapRuntime({ stateDir: dirs.stateDir, cgroupJoin });
+      const name = `ft${process.pid}cg${cgroupJoin === 'overlapped' ? 'o' : 'b'}`;
+      try {
+        await runtime.create({ name, worktreeDir: dirs.worktreeDir, gitCommonDir: undefined, network: false, limits: SMALL_LIMITS });
+        const { procsFiles } = JSON.parse(readFileSync(path.join(dirs.stateDir, `${name}.json`), 'utf8')) as { procsFiles: string[] };
+        assert.ok(procsFiles.length > 0, 'this host must let Forge create cgroups (root): the test needs them');
+        // The command reports it started, then waits for the host to look at its cgroups.
+        const running = runtime.exec(name, 'echo started > started.txt; while [ ! -f go.txt ]; do sleep 0.05; done; echo done', { timeoutMs: 60_000 });
+        const started = path.join(dirs.worktreeDir, 'started.txt');
+        for (let i = 0; i < 400 && !existsSync(started); i++) await new Promise((r) => setTimeout(r, 50));
+        assert.ok(existsSync(started), 'the sandboxed command started');
+        for (const file of procsFiles) {
+          const pids = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+          const commands = pids.map((pid) => {
+            try {
+              return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+            } catch {
+              return '';
+            }
+          });
+          assert.ok(commands.some((c) => c.includes('while [ ! -f go.txt ]')), `${file} holds the command's shell: ${JSON.stringify(commands)}`);
+        }
+        writeFileSync(path.join(dirs.worktreeDir, 'go.txt'), '');
+        const r = await running;
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.equal(r.stdout, 'done\n');
+      } finally {
+        await runtime.remove(name).catch(() => undefined);
+        dirs.cleanup();
+      }
+    });
+  }
 });
