@@ -6,6 +6,7 @@ import type { TerminationReason } from '../core/loop/state';
 
 export const USAGE = `Usage:
   forge run PLAN.md      [options]   run a plan as an audited loop
+  forge check PLAN.md    [--json]    check a plan without running it
   forge goal "TEXT"      [options]   run a goal loop (no sections, no final audit)
   forge status [NAME]    [--json]    list loops, or show one
   forge findings NAME    [--json]    list a loop's review findings
@@ -66,6 +67,7 @@ export interface GoalCheckArgs {
 export type CliCommand =
   | { command: 'help' }
   | ({ command: 'run'; planPath: string } & RunOptions)
+  | ({ command: 'check'; planPath: string } & CommonOptions)
   | ({ command: 'goal'; goal: string; checks: GoalCheckArgs } & RunOptions)
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
@@ -190,6 +192,8 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       const checks: GoalCheckArgs = { check: v.check ?? [], exists: v.exists ?? [], contains: v.contains ?? [], matches: v.matches ?? [] };
       return { command, goal, checks, ...common, ...runOptions(v as Record<string, string | boolean | undefined>) };
     }
+    case 'check':
+      return { command, planPath: one('plan file'), ...common };
     case 'status':
       if (rest.length > 1) throw new UsageError('forge status takes at most one loop name.');
       return { command, name: rest[0] ?? null, ...common };

@@ -14,6 +14,8 @@ import { resolveDataDir, WorkspaceError } from '../core/workspace';
 import { EXIT, exitCodeFor, parseCli, USAGE, UsageError, type CliCommand } from './args';
 import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
 import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from './format';
+import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
+import { validatePlanInRepository } from './plan-check';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -105,7 +107,16 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
     await engine.runtime.restart(ref, { force: cmd.force });
   } else {
     let planText: string | undefined;
-    if (cmd.command === 'run') planText = await readPlan(cmd.planPath);
+    if (cmd.command === 'run') {
+      planText = await readPlan(cmd.planPath);
+      // The same validation as `forge check` and the editor: warnings are printed, errors refuse the start.
+      const { problems } = validatePlanInRepository(planText, cmd.planPath, cmd.repo);
+      for (const p of problems) err(`forge: ${formatPlanProblem(cmd.planPath, p)}`);
+      const { errors } = planProblemCounts(problems);
+      if (errors > 0) {
+        throw new UsageError(`${cmd.planPath} has ${errors === 1 ? 'an error' : `${errors} errors`} (above); fix ${errors === 1 ? 'it' : 'them'} and run again. "forge check ${cmd.planPath}" checks a plan without running it.`);
+      }
+    }
     const started = await engine.runtime.start({
       kind: cmd.command === 'run' ? 'plan' : 'goal',
       repoPath: cmd.repo,
@@ -146,6 +157,25 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
   }
 }
 
+/** `forge check`: the plan's problems, one per line (or one JSON object); exit 2 when any is an error. */
+async function checkPlan(cmd: Extract<CliCommand, { command: 'check' }>): Promise<number> {
+  const text = await readPlan(cmd.planPath);
+  const { problems, plan } = validatePlanInRepository(text, cmd.planPath, cmd.repo);
+  const { errors, warnings } = planProblemCounts(problems);
+  if (cmd.json) {
+    out(JSON.stringify({ plan: cmd.planPath, sections: plan?.sections.length ?? null, errors, warnings, problems: problems.map((p) => ({ ...p, line: p.line + 1 })) }));
+  } else {
+    for (const p of problems) out(formatPlanProblem(cmd.planPath, p));
+    const counts = `${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}`;
+    out(
+      errors > 0
+        ? `${cmd.planPath}: ${counts}; forge run refuses it until the errors are fixed.`
+        : `${cmd.planPath}: ${plan!.sections.length} section${plan!.sections.length === 1 ? '' : 's'}, ${counts}; ready to run.`,
+    );
+  }
+  return errors > 0 ? EXIT.badInput : 0;
+}
+
 async function readPlan(path: string): Promise<string> {
   try {
     const s = await stat(path);
@@ -174,6 +204,16 @@ async function main(argv: string[]): Promise<number> {
   if (cmd.command === 'help') {
     out(USAGE);
     return 0;
+  }
+  if (cmd.command === 'check') {
+    // Read-only: no settings, engine or database are opened.
+    try {
+      return await checkPlan(cmd);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      err(`forge: ${error.message}`);
+      return EXIT.badInput;
+    }
   }
   let engine: ForgeEngine | undefined;
   try {
