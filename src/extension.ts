@@ -24,6 +24,7 @@ import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-e
 import { buildLoopDetails, buildLoopTooltip, type LoopTreeNode } from './vscode/loop-tree-model';
 import { createLoopsModel } from './vscode/loops-model';
 import { createNotifier } from './vscode/notifier';
+import { PlanCodeLenses, PlanDiagnostics } from './vscode/plan-diagnostics';
 import { createWorkspaceProjects } from './vscode/projects';
 import { createSettingsAccessor } from './vscode/settings-accessor';
 import { ForgeStatusBar } from './vscode/status-bar';
@@ -87,6 +88,8 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   disposable(vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContentProvider(() => engine.get())));
   const findingDocuments = disposable(new FindingDocumentProvider(() => engine.get(), loops.onDidChange));
   disposable(vscode.workspace.registerTextDocumentContentProvider(FINDING_SCHEME, findingDocuments));
+  disposable(new PlanDiagnostics(log.child('plans')));
+  disposable(new PlanCodeLenses());
 
   const ctx: ForgeContext = {
     extension: context,

@@ -2,6 +2,7 @@
  * What the CLI prints: one line per event (or one JSON object per line with --json), and the
  * status / findings tables.
  */
+import { describeAmendment, summariseChange, type AmendmentView } from '../core/loop/plan-amendments';
 import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
@@ -106,6 +107,8 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const s = loopSummary(engine, loop);
   const transitions = engine.repos.transitions.listByLoop(loop.projectId, loop.name);
   const checkRuns = engine.repos.checkRuns.listByLoop(loop.projectId, loop.name);
+  const marks = transitions.map((t) => ({ at: t.at, iteration: t.iteration }));
+  const amendments = engine.repos.planAmendments.listByLoop(loop.projectId, loop.name).map((a) => describeAmendment(a, marks));
   if (json) {
     return JSON.stringify({
       ...s,
@@ -127,6 +130,14 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
         outputBytes: r.outputBytes,
         at: r.startedAt,
       })),
+      amendments: amendments.map((a) => ({
+        id: a.id,
+        at: a.at,
+        auditedSectionIndex: a.auditedSection,
+        iteration: a.iteration,
+        rationale: a.rationale,
+        changes: a.changes.map((c) => ({ kind: c.kind, sectionIndex: c.index, title: c.title, ...(c.previousTitle !== undefined ? { previousTitle: c.previousTitle } : {}), diff: c.diff })),
+      })),
     });
   }
   const checks = readExtras(loop).checks ?? [];
@@ -140,8 +151,18 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
     ...(checkRuns.length > 0 ? ['check log:', ...checkRuns.map((r) => `  ${new Date(r.startedAt).toISOString()} ${formatCheckRun(r)}`)] : []),
+    ...(amendments.length > 0 ? [`plan amendments (${amendments.length}):`, ...amendments.flatMap(formatAmendment)] : []),
   ];
   return lines.join('\n');
+}
+
+/** An amendment as `forge status NAME` prints it: when, during which audit, why, then each change with its diff. */
+function formatAmendment(a: AmendmentView): string[] {
+  const during = a.auditedSection !== null ? ` during the audit of section ${a.auditedSection + 1}${a.iteration !== null ? ` (iteration ${a.iteration})` : ''}` : '';
+  return [
+    `  ${new Date(a.at).toISOString()}${during}: ${a.rationale || '(no rationale given)'}`,
+    ...a.changes.flatMap((c) => [`    ${summariseChange(c)}`, ...c.diff.map((d) => `      ${d.op} ${d.text}`)]),
+  ];
 }
 
 export function formatFindings(engine: ForgeEngine, projectId: string, loopName: string, json: boolean): string {

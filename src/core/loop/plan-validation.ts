@@ -251,3 +251,18 @@ export function filesNamedBy(check: CheckSpec): string[] {
     ),
   ];
 }
+
+/**
+ * Whether the editor should treat a markdown file as a plan (diagnostics, the Execute Plan
+ * lens): its name says plan, or it has what only plans have (a `Loop Name:` line, Forge's
+ * section marker, an Objective or Verification part). A README is not a plan unless it says so.
+ */
+export function looksLikePlanFile(filePath: string, text: string): boolean {
+  const segments = filePath.split(/[\\/]/);
+  const base = (segments.pop() ?? '').toLowerCase();
+  if (!/\.(md|markdown)$/.test(base)) return false;
+  if (/^\s*(?:[>*_-]\s*)*loop\s+name\s*[*_]*\s*:/im.test(text) || text.includes(SECTION_MARKER)) return true;
+  if (/^(readme|changelog|contributing|license|code_of_conduct|security)\b/.test(base)) return false;
+  if (/(^|[^a-z])plans?([^a-z]|$)/.test(base) || segments.some((d) => /^(\.?plans?|\.forge)$/i.test(d))) return true;
+  return /^##\s+(objective|verification|acceptance criteria)\s*[:.]?\s*$/im.test(text);
+}

@@ -1,6 +1,9 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import * as vscode from 'vscode';
 import type { GoalCheckOptions } from '../../core/checks/parse';
 import type { ProviderCatalog } from '../../core/opencode/agent-client';
+import { validatePlan } from '../../core/loop/plan-validation';
 import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
@@ -199,6 +202,28 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
         : refused(ctx, 'no-plan', 'Forge: Execute Plan needs a plan: open a markdown plan in the editor, or pass planText / planFile.');
     }
     if (plan.text.trim() === '') return refused(ctx, 'no-plan', `${plan.source} is empty: write the plan first.`);
+    // The validation of `forge check` and the plan's diagnostics: errors refuse, warnings are shown.
+    const validationRoot = (plan.uri && vscode.workspace.getWorkspaceFolder(plan.uri)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const problems = validatePlan(plan.text, {
+      source: plan.source,
+      ...(validationRoot ? { pathExists: (relative: string) => existsSync(join(validationRoot, relative)) } : {}),
+    }).problems;
+    const errors = problems.filter((p) => p.severity === 'error');
+    if (errors.length > 0) {
+      const list = errors.map((p) => vscode.l10n.t('line {0}: {1}', p.line + 1, p.message)).join('\n');
+      return refused(ctx, 'bad-plan', vscode.l10n.t('Forge: {0} cannot run as written; fix it first (the Problems view shows where):\n{1}', plan.source, list));
+    }
+    const warnings = problems.filter((p) => p.severity === 'warning');
+    for (const w of warnings) ctx.log.warn(`${plan.source}: line ${w.line + 1}: ${w.message}`);
+    if (warnings.length > 0 && interactive) {
+      const go = vscode.l10n.t('Execute Anyway');
+      const answer = await vscode.window.showWarningMessage(
+        vscode.l10n.t('{0} has {1} warning(s):', plan.source, warnings.length),
+        { modal: true, detail: warnings.map((w) => vscode.l10n.t('line {0}: {1}', w.line + 1, w.message)).join('\n\n') },
+        go,
+      );
+      if (answer !== go) return { status: 'cancelled' };
+    }
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine, plan.uri);
     if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');

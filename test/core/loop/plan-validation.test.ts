@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { filesNamedBy, formatPlanProblem, planProblemCounts, validatePlan, type PlanProblem } from '../../../src/core/loop/plan-validation';
+import { filesNamedBy, formatPlanProblem, looksLikePlanFile, planProblemCounts, validatePlan, type PlanProblem } from '../../../src/core/loop/plan-validation';
 import { parseVerificationChecks } from '../../../src/core/checks/parse';
 
 const GOOD = [
@@ -135,5 +135,24 @@ describe('files named by a check', () => {
     assert.deepEqual(filesNamedBy(first('- contains: README.md: Usage')), ['README.md']);
     assert.deepEqual(filesNamedBy(first('- matches: a/b.txt: /x/')), ['a/b.txt']);
     assert.deepEqual(filesNamedBy(first('- exists: dist/out.js')), []);
+  });
+});
+
+describe('which markdown files the editor treats as plans', () => {
+  it('by name: plan.md, PLAN.md, feature-plan.md, files in a plans/ folder', () => {
+    for (const f of ['/r/plan.md', '/r/PLAN.md', '/r/feature-plan.md', '/r/plans/x.md', 'C:\\r\\plans\\y.md', '/r/my_plan.markdown']) assert.equal(looksLikePlanFile(f, 'text'), true, f);
+  });
+  it('by content: Loop Name, the section marker, an Objective or Verification part', () => {
+    assert.equal(looksLikePlanFile('/r/notes.md', '# X\nLoop Name: x\n'), true);
+    assert.equal(looksLikePlanFile('/r/notes.md', '# X\n<!-- forge-section -->\n## A\n'), true);
+    assert.equal(looksLikePlanFile('/r/notes.md', '# X\n## Verification\n- `npm test`\n'), true);
+    assert.equal(looksLikePlanFile('/r/README.md', '# X\n## Verification\n'), false, 'a README is not a plan unless it names a loop');
+    assert.equal(looksLikePlanFile('/r/README.md', '# X\nLoop Name: x\n'), true);
+  });
+  it('not: other markdown, other file types, words that only contain "plan"', () => {
+    assert.equal(looksLikePlanFile('/r/docs/guide.md', '# Guide\n## Install\n'), false);
+    assert.equal(looksLikePlanFile('/r/plan.txt', 'Loop Name: x'), false);
+    assert.equal(looksLikePlanFile('/r/planet.md', '# Mars'), false);
+    assert.equal(looksLikePlanFile('/r/explanation.md', '# Why'), false);
   });
 });
