@@ -21,7 +21,8 @@ import type { ForgeContext } from './vscode/forge-context';
 import { createForgeLog, type ForgeLog } from './vscode/log';
 import { BASE_SCHEME, BaseContentProvider } from './vscode/loop-diff';
 import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-explorer';
-import { buildLoopDetails, buildLoopTooltip, type LoopTreeNode } from './vscode/loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, buildSectionNodes, type LoopDetailNode, type LoopTreeNode } from './vscode/loop-tree-model';
+import { describeAmendment } from './core/loop/plan-amendments';
 import { createLoopsModel } from './vscode/loops-model';
 import { createNotifier } from './vscode/notifier';
 import { PlanCodeLenses, PlanDiagnostics } from './vscode/plan-diagnostics';
@@ -70,7 +71,18 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   const onError = (what: string, error: unknown) => notifier.error(what, error);
   const loops = disposable(createLoopsModel({ engine, projects, log: log.child('loops'), onError }));
 
-  const explorer = disposable(new LoopExplorer(loops, onError));
+  // A loop's sections with the auditor's amendments, read from the store when its Sections detail is expanded.
+  const readSections: SectionReader = (node) => {
+    const core = engine.peek();
+    if (!core || !node.sectionsOf) return [];
+    const { projectId, name } = node.sectionsOf;
+    const amended = new Map<number, string[]>();
+    for (const view of core.repos.planAmendments.listByLoop(projectId, name).map((a) => describeAmendment(a))) {
+      for (const change of view.changes) if (change.kind !== 'removed') amended.set(change.index, [...(amended.get(change.index) ?? []), view.rationale]);
+    }
+    return buildSectionNodes(node.id, core.repos.sectionPlans.list(projectId, name), amended);
+  };
+  const explorer = disposable(new LoopExplorer(loops, onError, readSections));
   const treeView = disposable(vscode.window.createTreeView(LOOP_EXPLORER_VIEW_ID, { treeDataProvider: explorer, showCollapseAll: true }));
   disposable(
     loops.onDidChange(() => {
@@ -117,7 +129,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
 
   const activationMs = performance.now() - started;
   log.info(`activated in ${activationMs.toFixed(1)} ms (engine not started)`);
-  return createApi(ctx, activationMs);
+  return createApi(ctx, activationMs, readSections);
 }
 
 export async function deactivate(): Promise<void> {
@@ -163,9 +175,11 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
   );
 }
 
-function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
+type SectionReader = (node: LoopDetailNode) => LoopDetailNode[];
+
+function snapshotOf(node: LoopTreeNode, readSections: SectionReader): TreeSnapshotNode {
   const item = toTreeItem(node);
-  const children = node.kind === 'group' ? node.loops : node.kind === 'loop' ? buildLoopDetails(node) : [];
+  const children = node.kind === 'group' ? node.loops : node.kind === 'loop' ? buildLoopDetails(node) : node.sectionsOf ? readSections(node) : [];
   return {
     id: node.id,
     label: String(typeof item.label === 'object' ? item.label.label : item.label),
@@ -173,11 +187,11 @@ function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
     tooltip: node.kind === 'loop' ? buildLoopTooltip(node.summary) : typeof item.tooltip === 'string' ? item.tooltip : undefined,
     icon: item.iconPath instanceof vscode.ThemeIcon ? item.iconPath.id : undefined,
     contextValue: item.contextValue,
-    children: children.map(snapshotOf),
+    children: children.map((child) => snapshotOf(child, readSections)),
   };
 }
 
-function createApi(ctx: ForgeContext, activationMs: number): ForgeExtensionApi {
+function createApi(ctx: ForgeContext, activationMs: number, readSections: SectionReader): ForgeExtensionApi {
   return {
     activationMs,
     engine: () => ctx.engine.peek(),
@@ -187,7 +201,7 @@ function createApi(ctx: ForgeContext, activationMs: number): ForgeExtensionApi {
       return engine;
     },
     setTestEnvironment: (env) => ctx.engine.setExtraEnvironment(env),
-    treeSnapshot: () => ctx.loops.tree().map(snapshotOf),
+    treeSnapshot: () => ctx.loops.tree().map((node) => snapshotOf(node, readSections)),
     onDidChangeLoops: (listener) => ctx.loops.onDidChange(listener),
     statusBar: () => ctx.statusBar.snapshot(),
     notifications: () => ctx.notifier.recent(),

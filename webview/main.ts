@@ -226,6 +226,36 @@ function renderChecks(detail: LoopDetail): HTMLElement | null {
   );
 }
 
+/** Each plan_adjust: when, during which audit, the rationale, and a before/after diff per changed section. */
+function renderAmendments(detail: LoopDetail): HTMLElement | null {
+  if (detail.amendments.length === 0) return null;
+  return h(
+    'vscode-collapsible',
+    { title: `Plan amendments (${detail.amendments.length})`, class: 'amendments', open: true },
+    ...detail.amendments.map((a) =>
+      h(
+        'div',
+        { class: 'amendment', 'data-amendment': a.id },
+        h(
+          'div',
+          { class: 'amendment-head' },
+          h('strong', {}, formatTime(a.at)),
+          a.auditedSection !== null ? h('span', { class: 'muted' }, ` · during the audit of section ${a.auditedSection + 1}${a.iteration !== null ? `, iteration ${a.iteration}` : ''}`) : null,
+        ),
+        h('div', { class: 'amendment-rationale' }, a.rationale || '(no rationale given)'),
+        ...a.changes.map((c) =>
+          h(
+            'div',
+            { class: 'amendment-change' },
+            h('div', { class: 'muted' }, c.summary),
+            h('pre', { class: 'diff' }, ...c.diff.map((d) => h('span', { class: d.op === '+' ? 'diff-add' : d.op === '-' ? 'diff-del' : 'diff-same' }, `${d.op} ${d.text}\n`))),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
 function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
   const running = live(detail.status);
   const actions = h('div', { class: 'actions' });
@@ -277,6 +307,8 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
       : null,
   );
 
+  const amendedCounts = new Map<number, number>();
+  for (const a of detail.amendments) for (const c of a.changes) if (c.kind !== 'removed') amendedCounts.set(c.index, (amendedCounts.get(c.index) ?? 0) + 1);
   const plan =
     detail.kind === 'goal'
       ? section('Goal', h('pre', { class: 'goal' }, detail.goal ?? ''))
@@ -288,9 +320,18 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
                 'ol',
                 { class: 'sections' },
                 ...detail.sections.map((s) =>
-                  h('li', { class: `section section-${s.status}${s.current ? ' current' : ''}`, 'data-section': s.index }, h('span', { class: 'section-status' }, s.status.replace('_', ' ')), ' ', s.title, s.attempts > 0 ? h('span', { class: 'muted' }, ` · ${s.attempts} coding pass${s.attempts === 1 ? '' : 'es'}`) : null),
+                  h(
+                    'li',
+                    { class: `section section-${s.status}${s.current ? ' current' : ''}`, 'data-section': s.index },
+                    h('span', { class: 'section-status' }, s.status.replace('_', ' ')),
+                    ' ',
+                    s.title,
+                    amendedCounts.has(s.index) ? h('span', { class: 'amended-badge', title: 'The auditor amended this section (see Plan amendments)' }, amendedCounts.get(s.index)! > 1 ? `amended ×${amendedCounts.get(s.index)}` : 'amended') : null,
+                    s.attempts > 0 ? h('span', { class: 'muted' }, ` · ${s.attempts} coding pass${s.attempts === 1 ? '' : 'es'}`) : null,
+                  ),
                 ),
               ),
+          renderAmendments(detail),
         );
 
   const open = detail.findings.filter((f) => f.status === 'open');
@@ -348,6 +389,9 @@ function probe(): RenderProbe {
     findingRows: app.querySelectorAll('tr.finding').length,
     findingFiles: Array.from(app.querySelectorAll('a.file-link')).map((a) => a.getAttribute('data-file') ?? ''),
     sectionRows: app.querySelectorAll('li.section').length,
+    amendedSections: app.querySelectorAll('li.section .amended-badge').length,
+    amendments: app.querySelectorAll('div.amendment').length,
+    amendmentDiffLines: { added: app.querySelectorAll('pre.diff .diff-add').length, removed: app.querySelectorAll('pre.diff .diff-del').length },
     usageRows: app.querySelectorAll('tr[data-usage-row]').length,
     checks: Array.from(app.querySelectorAll('div.check')).map((c) => `${c.querySelector('.check-label')?.textContent ?? ''}: ${c.querySelector('.check-status')?.textContent ?? ''}`),
     checkRunRows: app.querySelectorAll('tr.check-run').length,

@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import { buildLoopDetails, buildLoopTooltip, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, type LoopDetailNode, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
 import type { LoopsModel } from './loops-model';
 
 export const LOOP_EXPLORER_VIEW_ID = 'forge.loopExplorer';
@@ -13,7 +13,7 @@ export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
   const collapsible =
     node.kind === 'group'
       ? vscode.TreeItemCollapsibleState.Expanded
-      : node.kind === 'loop'
+      : node.kind === 'loop' || (node.kind === 'detail' && node.sectionsOf)
         ? vscode.TreeItemCollapsibleState.Collapsed
         : vscode.TreeItemCollapsibleState.None;
   const item = new vscode.TreeItem(node.label, collapsible);
@@ -43,6 +43,8 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
   constructor(
     private readonly model: LoopsModel,
     private readonly onError: (what: string, error: unknown) => void,
+    /** The children of a Sections detail, read from the store when the user expands it. */
+    private readonly readSections: (node: LoopDetailNode) => LoopDetailNode[] = () => [],
   ) {
     this.subscription = model.onDidChange(() => this.changed.fire(undefined));
   }
@@ -72,6 +74,14 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
     }
     if (node.kind === 'group') return [...node.loops];
     if (node.kind === 'loop') return buildLoopDetails(node);
+    if (node.kind === 'detail' && node.sectionsOf) {
+      try {
+        return this.readSections(node);
+      } catch (error) {
+        this.onError('Forge could not read the loop\'s sections', error);
+        return [];
+      }
+    }
     return [];
   }
 

@@ -136,6 +136,48 @@ export interface LoopNode extends NodeBase {
 
 export interface LoopDetailNode extends NodeBase {
   readonly kind: 'detail';
+  /** A detail with children read on expand: the loop's sections. */
+  readonly sectionsOf?: { readonly projectId: string; readonly name: string };
+}
+
+/** A section as the Loop Explorer lists it. */
+export interface SectionListEntry {
+  readonly index: number;
+  readonly title: string;
+  readonly status: 'pending' | 'in_progress' | 'done';
+}
+
+const SECTION_STATUS_TEXT: Record<SectionListEntry['status'], string> = { pending: 'pending', in_progress: 'in progress', done: 'done' };
+const SECTION_STATUS_ICON: Record<SectionListEntry['status'], TreeIconSpec> = {
+  pending: { id: 'circle-large-outline' },
+  in_progress: { id: 'debug-start', color: 'charts.blue' },
+  done: { id: 'pass', color: 'testing.iconPassed' },
+};
+
+/**
+ * The children of a loop's Sections detail: one per section with its status, and an
+ * "amended" badge (with the auditor's rationales in the tooltip) where plan_adjust changed it.
+ */
+export function buildSectionNodes(
+  parentId: string,
+  sections: readonly SectionListEntry[],
+  amendments: ReadonlyMap<number, readonly string[]>,
+): LoopDetailNode[] {
+  return sections.map((section) => {
+    const rationales = amendments.get(section.index) ?? [];
+    const badge = rationales.length === 0 ? '' : rationales.length === 1 ? ' · amended' : ` · amended ×${rationales.length}`;
+    const tooltip = [`Section ${section.index + 1}: ${section.title} (${SECTION_STATUS_TEXT[section.status]})`];
+    if (rationales.length > 0) tooltip.push('Amended by the auditor:', ...rationales.map((r) => `- ${r}`));
+    return {
+      kind: 'detail',
+      id: `${parentId}/${section.index}`,
+      label: `${section.index + 1}. ${section.title}`,
+      description: `${SECTION_STATUS_TEXT[section.status]}${badge}`,
+      tooltip: tooltip.join('\n'),
+      icon: SECTION_STATUS_ICON[section.status],
+      ...(rationales.length > 0 ? { contextValue: 'forge.section.amended' } : {}),
+    };
+  });
 }
 
 export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode;
@@ -294,6 +336,18 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
   details.push({ kind: 'detail', id: id('iteration'), label: 'Iteration', description: iterationText(loop).replace('iteration ', ''), icon: { id: 'history' } });
   const section = sectionText(loop);
   if (section) details.push({ kind: 'detail', id: id('section'), label: 'Section', description: section.replace('section ', ''), icon: { id: 'list-ordered' } });
+  const sectionCount = sectionCountOf(loop);
+  if (sectionCount > 0) {
+    details.push({
+      kind: 'detail',
+      id: id('sections'),
+      label: 'Sections',
+      description: String(sectionCount),
+      tooltip: 'The plan\'s sections, with those the auditor amended',
+      icon: { id: 'list-tree' },
+      sectionsOf: { projectId: loop.projectId, name: loop.name },
+    });
+  }
   const findings = findingsText(summary.openFindings);
   details.push({
     kind: 'detail',

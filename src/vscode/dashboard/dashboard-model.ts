@@ -1,6 +1,7 @@
 /**
  * Builds the dashboard's state from the store. No VS Code API: the rows in, plain JSON out.
  */
+import { describeAmendment, summariseChange } from '../../core/loop/plan-amendments';
 import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { CheckRunRow } from '../../core/storage/repositories/check-runs-repository';
@@ -126,6 +127,10 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
       attempts: s.attempts,
       current: loop.sectionIndex === s.index && (loop.status === 'running' || loop.status === 'starting'),
     })),
+    amendments: repos.planAmendments
+      .listByLoop(projectId, name)
+      .map((a) => describeAmendment(a, transitions))
+      .map((a) => ({ ...a, changes: a.changes.map((c) => ({ ...c, summary: summariseChange(c) })) })),
     goal: loop.kind === 'goal' ? large.goalText : null,
     edges: repos.transitions.countsByEdge(projectId, name).map((e) => ({ from: e.fromPhase, to: e.toPhase, count: e.count })),
     recentTransitions: transitions.slice(-RECENT_TRANSITIONS).map((t) => ({

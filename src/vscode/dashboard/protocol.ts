@@ -111,6 +111,23 @@ export interface CheckView {
   readonly olderRuns: number;
 }
 
+/** One auditor's plan_adjust: when, during which section's audit, why, and each section's diff. */
+export interface AmendmentView {
+  readonly id: number;
+  readonly at: number;
+  readonly auditedSection: number | null;
+  readonly iteration: number | null;
+  readonly rationale: string;
+  readonly changes: readonly {
+    readonly kind: 'revised' | 'added' | 'removed';
+    readonly index: number;
+    readonly title: string;
+    readonly previousTitle?: string;
+    readonly summary: string;
+    readonly diff: readonly { readonly op: ' ' | '-' | '+'; readonly text: string }[];
+  }[];
+}
+
 export interface LoopDetail {
   readonly key: LoopKey;
   readonly title: string;
@@ -133,6 +150,8 @@ export interface LoopDetail {
   readonly createdAt: number;
   readonly endedAt: number | null;
   readonly sections: readonly SectionView[];
+  /** The auditor's amendments of the plan, oldest first. */
+  readonly amendments: readonly AmendmentView[];
   /** Goal text of a goal loop. */
   readonly goal: string | null;
   readonly edges: readonly DiagramEdge[];
@@ -177,6 +196,11 @@ export interface RenderProbe {
   readonly findingRows: number;
   readonly findingFiles: readonly string[];
   readonly sectionRows: number;
+  /** Sections shown with the "amended" badge. */
+  readonly amendedSections: number;
+  /** Amendments shown, and their diff lines that add (+) or remove (−) text. */
+  readonly amendments: number;
+  readonly amendmentDiffLines: { readonly added: number; readonly removed: number };
   readonly usageRows: number;
   /** Per check shown in the Checks part: `label: latest status`. */
   readonly checks: readonly string[];

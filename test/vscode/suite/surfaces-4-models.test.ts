@@ -13,7 +13,7 @@ import {
   parseFindingDocumentPath,
   type DiagnosticFinding,
 } from '../../../src/vscode/findings-diagnostics-model';
-import { buildLoopDetails, buildLoopTooltip, buildLoopTree, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
+import { buildLoopDetails, buildLoopTooltip, buildLoopTree, buildSectionNodes, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { sandboxItemView } from '../../../src/vscode/status-bar';
 
 function summary(name: string, status: LoopSummary['loop']['status'], extra: Partial<LoopSummary> & { updatedAt?: number } = {}): LoopSummary {
@@ -78,9 +78,35 @@ describe('Loop Explorer model', () => {
     const [running] = buildLoopTree([summary('live', 'running')]);
     assert.equal(running!.loops[0]!.description, 'auditing · iter 3 · §2/4 · 2 bugs, 1 warning · $0.2500');
     const details = buildLoopDetails(running!.loops[0]!).map((d) => `${d.label}=${d.description}`);
-    for (const expected of ['Phase=auditing', 'Iteration=3/15', 'Section=2/4', 'Open findings=2 bugs, 1 warning', 'Sessions=5', 'Usage=12.3k in · 678 out · $0.2500']) {
+    for (const expected of ['Phase=auditing', 'Iteration=3/15', 'Section=2/4', 'Sections=4', 'Open findings=2 bugs, 1 warning', 'Sessions=5', 'Usage=12.3k in · 678 out · $0.2500']) {
       assert.ok(details.includes(expected), `${expected} in ${details.join(' | ')}`);
     }
+  });
+
+  it('lists a loop\'s sections under Sections, expandable, with an "amended" badge and the rationales', () => {
+    const loopNode = buildLoopTree([summary('live', 'running')])[0]!.loops[0]!;
+    const sectionsDetail = buildLoopDetails(loopNode).find((d) => d.label === 'Sections')!;
+    assert.deepEqual(sectionsDetail.sectionsOf, { projectId: loopNode.summary.loop.projectId, name: 'live' });
+    const nodes = buildSectionNodes(
+      sectionsDetail.id,
+      [
+        { index: 0, title: 'Setup', status: 'done' },
+        { index: 1, title: 'Tests', status: 'in_progress' },
+        { index: 2, title: 'Docs', status: 'pending' },
+      ],
+      new Map([
+        [1, ['the tests need a fixture']],
+        [2, ['docs first', 'docs renamed']],
+      ]),
+    );
+    assert.deepEqual(nodes.map((n) => `${n.label}=${n.description}`), ['1. Setup=done', '2. Tests=in progress · amended', '3. Docs=pending · amended ×2']);
+    assert.match(nodes[1]!.tooltip!, /Amended by the auditor:\n- the tests need a fixture/);
+    assert.equal(nodes[0]!.contextValue, undefined);
+    assert.equal(nodes[1]!.contextValue, 'forge.section.amended');
+    assert.ok(new Set(nodes.map((n) => n.id)).size === 3 && nodes.every((n) => n.id.startsWith(`${sectionsDetail.id}/`)));
+    // A goal loop (no sections) has no Sections detail.
+    const goal = buildLoopTree([summary('g', 'running', { loop: { ...loopNode.summary.loop, name: 'g', state: {} } })])[0]!.loops[0]!;
+    assert.equal(buildLoopDetails(goal).find((d) => d.label === 'Sections'), undefined);
   });
 
   it('shows GOAL / PLAN findings on the loop item itself', () => {

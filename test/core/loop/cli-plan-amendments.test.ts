@@ -1,0 +1,84 @@
+/**
+ * A plan amended by the auditor mid-loop (plan_adjust) through the real CLI, opencode, git and
+ * the scripted model: `forge status NAME` shows the amendment (when, during which audit, the
+ * rationale, the section's diff) and `--json` carries it.
+ */
+import { strict as assert } from 'node:assert';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
+import { createTestRepository, type TestRepository } from '../../support/git-repo';
+import { REPO_ROOT, sessionScript } from '../../support/loop-harness';
+import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
+import { startScriptedModel, toolCall, type ScriptedModel } from '../../support/scripted-model';
+
+const RATIONALE = 'bye.txt must end with a newline for the comparison to work.';
+
+describe('forge status shows the auditor\'s plan amendments (real CLI, opencode, git)', function () {
+  this.timeout(300_000);
+  let model: ScriptedModel;
+  let env: OpencodeTestEnvironment;
+  let repo: TestRepository;
+  let work: string;
+  let runner: CliRunner;
+
+  before(async () => {
+    const cliPath = ensureCliBuilt(REPO_ROOT);
+    model = await startScriptedModel();
+    env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+    repo = await createTestRepository({ 'README.md': '# amend\n' });
+    work = await mkdtemp(join(tmpdir(), 'forge-amend-'));
+    runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', join(work, 'data'), '--repo', repo.dir] });
+  });
+  after(async () => {
+    await runner?.killAll();
+    await model?.close();
+    await env?.cleanup();
+    await repo?.cleanup();
+    if (work) await rm(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+  });
+
+  it('the amendment is stored once and shown with its rationale, audit and diff, as text and JSON', async () => {
+    const loop = 'amend';
+    const worktree = join(work, 'data', 'worktrees', loop);
+    const script = sessionScript((role, nth) => {
+      if (role === 'code') {
+        return [
+          toolCall('write', { filePath: join(worktree, `pass-${nth}.txt`), content: `pass ${nth}\n` }),
+          toolCall('forge_loop_handoff', { decisions: 'wrote it', verification: 'none', notesForAuditor: '' }),
+        ];
+      }
+      const handoff = toolCall('forge_loop_handoff', { summary: 'fine', done: true, deviations: '', followUps: '' });
+      if (nth === 1) {
+        return [toolCall('forge_plan_adjust', { rationale: RATIONALE, sections: [{ title: 'Write bye.txt', body: 'Write bye.txt saying bye.\nEnd it with a newline.' }] }), handoff];
+      }
+      return [handoff];
+    });
+    model.setHandler(script.handler);
+    const plan = join(work, 'plan.md');
+    await writeFile(plan, `# Amend\n\nLoop Name: ${loop}\n\n## Write hello.txt\nWrite hello.txt saying hello.\n\n## Write bye.txt\nWrite bye.txt saying bye.\n\n## Verification\n- exists: README.md\n`);
+    const r = await runner.run(['run', plan, '--no-sandbox', '--max-iterations', '8'], { timeoutMs: 280_000 });
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+
+    const status = await runner.run(['status', loop]);
+    assert.equal(status.code, 0, status.stderr);
+    const lines = status.stdout.split('\n');
+    const at = lines.indexOf('plan amendments (1):');
+    assert.ok(at > 0, status.stdout);
+    assert.match(lines[at + 1]!, /^ {2}\d{4}-\d\d-\d\dT[\d:.]+Z during the audit of section 1 \(iteration \d+\): bye\.txt must end with a newline/);
+    assert.deepEqual(lines.slice(at + 2, at + 6), [
+      '    section 2 "Write bye.txt" revised (+1 −0 lines)',
+      '        ## Write bye.txt',
+      '        Write bye.txt saying bye.',
+      '      + End it with a newline.',
+    ]);
+
+    const json = await runner.run(['status', loop, '--json']);
+    const detail = JSON.parse(json.stdout) as { amendments: { rationale: string; auditedSectionIndex: number; changes: { kind: string; sectionIndex: number; diff: { op: string; text: string }[] }[] }[] };
+    assert.equal(detail.amendments.length, 1);
+    assert.equal(detail.amendments[0]!.rationale, RATIONALE);
+    assert.equal(detail.amendments[0]!.auditedSectionIndex, 0);
+    assert.deepEqual(detail.amendments[0]!.changes.map((c) => [c.kind, c.sectionIndex, c.diff.filter((d) => d.op === '+').map((d) => d.text)]), [['revised', 1, ['End it with a newline.']]]);
+  });
+});
