@@ -217,7 +217,7 @@ export function createPlanDrafter(deps: PlanDrafterDeps): PlanDrafter {
     let detachPermissions = () => {};
     let sessionId = draft.sessionId;
     try {
-      progress(`checking out ${project.headCommit.slice(0, 12)} for the architect`);
+      progress(`draft ${draft.id}: checking out ${project.headCommit.slice(0, 12)} for the architect`);
       await addCheckout(project.repoDir, checkoutDir, project.headCommit);
       progress('starting opencode');
       const toolServer = await deps.toolServerFor(projectId);
