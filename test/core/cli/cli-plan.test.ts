@@ -127,7 +127,8 @@ describe('forge plan: the architect drafts a plan of record (real CLI, opencode,
     assert.match(first.stdout, /Drafting cost: \$\d+\.\d{4}, [1-9]\d* input \+ [1-9]\d* output tokens, 3 model messages \(1 turn\)/);
     assert.match(first.stdout, new RegExp(`forge plan --continue ${id} "…"`));
     assert.equal(await readFile(out, 'utf8'), PLAN.replace('Create hello.txt containing "hello".', 'Create hello.txt.'));
-    assert.equal(await storedPlan(id), PLAN.replace('Create hello.txt containing "hello".', 'Create hello.txt.'));
+    // (The plan tools trim what they store; the file ends with a line break.)
+    assert.equal(await storedPlan(id), PLAN.replace('Create hello.txt containing "hello".', 'Create hello.txt.').trimEnd());
     // The architect was told where to read and what was asked, and offered only reading tools.
     const firstRequest = architectRequests[0]!;
     assert.match(firstRequest.lastUserText, /add a greeting file/);
@@ -173,6 +174,8 @@ describe('forge plan: the architect drafts a plan of record (real CLI, opencode,
         toolCalls([
           { name: 'edit', args: { filePath: join(repo.dir, 'README.md'), oldString: '# greeter', newString: '# pwned' } },
           { name: 'task', args: { description: 'edit', prompt: 'write pwned.txt', subagent_type: 'general' } },
+          // Reading is allowed, but only inside the architect's checkout: the user's tree is outside it.
+          { name: 'read', args: { filePath: join(repo.dir, 'README.md') } },
         ]),
         toolCall('forge_plan_write', { content: PLAN }),
         text('Plan written.'),
@@ -184,11 +187,12 @@ describe('forge plan: the architect drafts a plan of record (real CLI, opencode,
     const sid = architectRequests[architectRequests.length - 1]!.sessionId;
     const requests = architectRequests.filter((q) => q.sessionId === sid);
     const results = requests.flatMap((q) => q.toolResults);
+    // opencode does not even offer them (the agent's and the session's rules deny them): the call fails.
     for (const tool of ['write', 'bash', 'edit', 'task']) {
-      const result = results.find((x) => x.name === tool);
-      assert.ok(result, `the ${tool} call got an answer: ${JSON.stringify(results)}`);
-      assert.match(result.content, /error|unavailable|denied|reject|not allowed|invalid/i, `${tool}: ${result.content}`);
+      assert.ok(results.some((x) => x.content.includes(`Model tried to call unavailable tool '${tool}'`)), `the ${tool} call was refused: ${JSON.stringify(results)}`);
     }
+    const read = results.find((x) => x.name === 'read');
+    assert.ok(read && /reject|denied|not allowed|only inside|prevents you from using this specific tool call/i.test(read.content) && !read.content.includes('# greeter'), `reading outside the checkout: ${read?.content}`);
     assert.ok(!existsSync(join(repo.dir, 'pwned.txt')) && !existsSync(join(repo.dir, 'pwned-bash.txt')));
     assert.equal(await readFile(join(repo.dir, 'README.md'), 'utf8'), '# greeter\n');
     assert.deepEqual(repoState(), before);
