@@ -289,6 +289,10 @@ export function createPlanDrafter(deps: PlanDrafterDeps): PlanDrafter {
         ...(usage ? { usage } : {}),
       });
       return { draft: updated, outcome, plan: stored?.content ?? null, reply };
+    } catch (error) {
+      // A turn that failed before its prompt (checkout, opencode, session) leaves no draft "drafting".
+      if (deps.repos.planDrafts.get(projectId, draft.id)?.status === 'drafting') deps.repos.planDrafts.update(projectId, draft.id, { status: 'failed' });
+      throw error;
     } finally {
       detachPermissions();
       await opencode?.stop().catch((e) => deps.log.warn(`[plan ${draft.id}] stopping opencode: ${String(e)}`));
