@@ -10,6 +10,7 @@ import { registerApiKeyCommands } from './vscode/commands/api-key-commands';
 import { registerExecuteCommands } from './vscode/commands/execute-commands';
 import { registerFindingCommands } from './vscode/commands/finding-commands';
 import { registerLoopCommands } from './vscode/commands/loop-commands';
+import { registerPlanCommands } from './vscode/commands/plan-commands';
 import { registerSandboxCommands } from './vscode/commands/sandbox-commands';
 import { createCoreLoader } from './vscode/core-loader';
 import { Dashboard, DASHBOARD_VIEW_TYPE } from './vscode/dashboard/dashboard-panel';
@@ -122,6 +123,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   };
   registerExecuteCommands(ctx);
   registerLoopCommands(ctx);
+  registerPlanCommands(ctx);
   registerSandboxCommands(ctx);
   registerFindingCommands(ctx);
   registerApiKeyCommands(ctx);

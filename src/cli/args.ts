@@ -8,6 +8,11 @@ export const USAGE = `Usage:
   forge run PLAN.md      [options]   run a plan as an audited loop
   forge check PLAN.md    [--json]    check a plan without running it
   forge goal "TEXT"      [options]   run a goal loop (no sections, no final audit)
+  forge plan "REQUEST"   [--out FILE] [--model P/M]
+                                     the read-only architect drafts a plan of record
+                                     (default file: ./forge-plan-ID.md)
+  forge plan --continue ID "ANSWER"  answer the architect / ask for changes, in the
+                                     same session (rewrites the draft's file)
   forge status [NAME]    [--json]    list loops, or show one
   forge findings NAME    [--json]    list a loop's review findings
   forge cancel NAME                  cancel a running loop
@@ -17,8 +22,9 @@ Options:
   --repo DIR               git repository (default: current directory)
   --name NAME              loop name (default: from the plan)
   --max-iterations N       iteration cap (0 = unlimited; default 15)
-  --model PROVIDER/MODEL   coding model (default: your opencode configuration,
-                           else Forge's embedded scripted model)
+  --model PROVIDER/MODEL   coding model, or the architect's for forge plan
+                           (default: your opencode configuration, else Forge's
+                           embedded scripted model; forge plan needs a real one)
   --auditor-model P/M      audit model (default: --model)
   --variant NAME           variant of the coding model (reasoning effort, e.g.
                            high, max, minimal: see opencode models --verbose)
@@ -32,6 +38,8 @@ Options:
   --contains PATH:TEXT     goal: a file that must contain TEXT (repeatable)
   --matches PATH:/RE/      goal: a file whose content must match (repeatable)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
+  --out FILE               plan: where to write the drafted plan (must not exist)
+  --continue ID            plan: continue the draft ID (forge plan prints it)
   --json                   one JSON object per line
   -h, --help               this text
 
@@ -69,6 +77,7 @@ export type CliCommand =
   | ({ command: 'run'; planPath: string } & RunOptions)
   | ({ command: 'check'; planPath: string } & CommonOptions)
   | ({ command: 'goal'; goal: string; checks: GoalCheckArgs } & RunOptions)
+  | ({ command: 'plan'; request: string; model: string | null; outPath: string | null; continueId: string | null } & CommonOptions)
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
@@ -95,6 +104,8 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   exists: 'a path in the repository',
   contains: 'PATH:TEXT',
   matches: 'PATH:/REGEX/FLAGS',
+  out: 'a file to write the plan to',
+  continue: 'a plan draft id',
 };
 
 /**
@@ -152,6 +163,8 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         exists: { type: 'string', multiple: true },
         contains: { type: 'string', multiple: true },
         matches: { type: 'string', multiple: true },
+        out: { type: 'string' },
+        continue: { type: 'string' },
         json: { type: 'boolean' },
         force: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -169,9 +182,13 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
-  const runOnly = ['name', 'max-iterations', 'model', 'auditor-model', 'variant', 'sandbox', 'no-sandbox', 'merge'] as const;
+  const runOnly = ['name', 'max-iterations', 'auditor-model', 'variant', 'sandbox', 'no-sandbox', 'merge'] as const;
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
+    if (command !== 'plan' && v.model !== undefined) throw new UsageError('--model applies to forge run, forge goal and forge plan only.');
+  }
+  if (command !== 'plan') {
+    for (const k of ['out', 'continue'] as const) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge plan only.`);
   }
   const goalOnly = ['check', 'exists', 'contains', 'matches'] as const;
   if (command !== 'goal') {
@@ -194,6 +211,22 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     }
     case 'check':
       return { command, planPath: one('plan file'), ...common };
+    case 'plan': {
+      const text = rest.join(' ').trim();
+      const continueId = v.continue ?? null;
+      if (continueId !== null && v.out !== undefined) throw new UsageError('--out is chosen when the draft starts; forge plan --continue rewrites the file the draft already has.');
+      if (continueId !== null && v.model !== undefined) throw new UsageError('--model is chosen when the draft starts; forge plan --continue keeps the draft\'s model.');
+      if (!text) {
+        throw new UsageError(
+          continueId === null
+            ? 'forge plan needs the request: what you want planned, e.g. forge plan "add a --verbose flag to the CLI".'
+            : `forge plan --continue ${continueId} needs your answer or change request, e.g. forge plan --continue ${continueId} "use the existing logger".`,
+        );
+      }
+      const model = v.model ?? null;
+      if (model !== null && !MODEL_RE.test(model)) throw new UsageError(`--model must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${model}".`);
+      return { command, request: text, model, outPath: v.out ?? null, continueId, ...common };
+    }
     case 'status':
       if (rest.length > 1) throw new UsageError('forge status takes at most one loop name.');
       return { command, name: rest[0] ?? null, ...common };

@@ -16,6 +16,8 @@ import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedd
 import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from './format';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
+import { formatDraftResult } from './format-plan';
+import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -176,6 +178,38 @@ async function checkPlan(cmd: Extract<CliCommand, { command: 'check' }>): Promis
   return errors > 0 ? EXIT.badInput : 0;
 }
 
+/** `forge plan`: one architect turn (a new draft, or --continue), its plan written to a file. */
+async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'plan' }>): Promise<number> {
+  const abort = new AbortController();
+  const onSignal = () => {
+    err('forge: interrupting the architect (the session is kept for --continue)…');
+    abort.abort();
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, onSignal);
+  const onProgress = (m: string) => (cmd.json ? undefined : err(`forge: ${m}`));
+  try {
+    const result =
+      cmd.continueId === null
+        ? await engine.planner.draft({
+            repoPath: cmd.repo,
+            request: cmd.request,
+            model: cmd.model,
+            // Default: a file in the current folder, named after the draft (forge-plan-ID.md).
+            ...(cmd.outPath ? { outPath: resolve(cmd.outPath) } : { outDir: process.cwd() }),
+            signal: abort.signal,
+            onProgress,
+          })
+        : await engine.planner.continue({ repoPath: cmd.repo, id: cmd.continueId, answer: cmd.request, signal: abort.signal, onProgress });
+    const { stdout, stderr } = formatDraftResult(result, cmd.json);
+    for (const line of stderr) err(line);
+    if (stdout) out(stdout);
+    return result.outcome.kind === 'drafted' ? EXIT.completed : EXIT.agentFailure;
+  } finally {
+    for (const signal of signals) process.off(signal, onSignal);
+  }
+}
+
 async function readPlan(path: string): Promise<string> {
   try {
     const s = await stat(path);
@@ -224,6 +258,8 @@ async function main(argv: string[]): Promise<number> {
       case 'goal':
       case 'restart':
         return await runLoop(engine, cmd);
+      case 'plan':
+        return await draftPlan(engine, cmd);
       case 'status': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         if (cmd.name) {
@@ -259,6 +295,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof LoopRuntimeError) {
       err(`forge: ${error.message}`);
       return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'sandbox' ? EXIT.worktreeFailure : EXIT.badInput;
+    }
+    if (error instanceof PlanDraftError) {
+      err(`forge: ${error.message}`);
+      return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'busy' ? EXIT.cancelled : EXIT.badInput;
     }
     if (error instanceof WorkspaceError || error instanceof ForgeDatabaseError) {
       err(`forge: ${error.message}`);

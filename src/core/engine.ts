@@ -40,7 +40,10 @@ import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shel
 import { sandboxCheckExecutor } from './checks';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
-import { createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
+import { createGitRunner, createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
+import { createPlanDrafter, type PlanDrafter } from './plan-draft/plan-drafter';
+import { PlanDraftError } from './plan-draft/architect-prompt';
+import type { PermissionRule } from './opencode/agent-client';
 
 export type { EngineLog };
 
@@ -92,6 +95,8 @@ export interface ForgeEngine {
   readonly runtime: LoopRuntime;
   readonly repos: ForgeRepositories;
   readonly worktrees: WorktreeService;
+  /** Plan authoring: architect sessions drafting plans of record (`forge plan`, *Forge: Draft Plan*). */
+  readonly planner: PlanDrafter;
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
@@ -284,6 +289,26 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
   };
 
+  /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
+  function toolServerFor(projectId: string): Promise<ForgeToolServer> {
+    let server = toolServers.get(projectId);
+    if (!server) {
+      server = startForgeToolServer({
+        backend: createLoopToolBackend({ projectId, db }),
+        onCall: (entry) => log.info(`[tools] ${entry.loopName ?? '-'} ${entry.role ?? '?'} ${entry.tool}: ${entry.outcome}${entry.message ? ` — ${entry.message}` : ''}`),
+        onError: (e) => log.error(`[tools] ${String(e)}`),
+      });
+      toolServers.set(projectId, server);
+    }
+    return server;
+  }
+  const agentPrompts = () => (prompts ??= loadAgentPrompts(options.agentsDir ?? join(options.assetsDir, 'agents')));
+  const opencodeEnv = () => {
+    const env = baseEnv();
+    if (embeddedConfig) env.OPENCODE_CONFIG_CONTENT = JSON.stringify(deepMerge(parseJsonObject(env.OPENCODE_CONFIG_CONTENT) ?? {}, embeddedConfig));
+    return env;
+  };
+
   const runtime = createLoopRuntime({
     db,
     worktrees,
@@ -292,24 +317,9 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     supervisorId: `${process.pid}:${randomUUID()}`,
     leaseTtlMs: options.leaseTtlMs,
     ...(options.onLoopTiming ? { onTiming: options.onLoopTiming } : {}),
-    toolServerFor(projectId) {
-      let server = toolServers.get(projectId);
-      if (!server) {
-        server = startForgeToolServer({
-          backend: createLoopToolBackend({ projectId, db }),
-          onCall: (entry) => log.info(`[tools] ${entry.loopName ?? '-'} ${entry.role ?? '?'} ${entry.tool}: ${entry.outcome}${entry.message ? ` — ${entry.message}` : ''}`),
-          onError: (e) => log.error(`[tools] ${String(e)}`),
-        });
-        toolServers.set(projectId, server);
-      }
-      return server;
-    },
-    agentPrompts: () => (prompts ??= loadAgentPrompts(options.agentsDir ?? join(options.assetsDir, 'agents'))),
-    opencodeEnv: () => {
-      const env = baseEnv();
-      if (embeddedConfig) env.OPENCODE_CONFIG_CONTENT = JSON.stringify(deepMerge(parseJsonObject(env.OPENCODE_CONFIG_CONTENT) ?? {}, embeddedConfig));
-      return env;
-    },
+    toolServerFor,
+    agentPrompts,
+    opencodeEnv,
     opencodeExtraEnv: options.opencodeExtraEnv,
     prepareModels: async (models) => {
       if (!options.embeddedModel || !models.some((m) => m.startsWith(`${EMBEDDED_PROVIDER_ID}/`))) return;
@@ -330,6 +340,35 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       };
     },
     sandbox: sandboxPort,
+  });
+
+  const planner = createPlanDrafter({
+    dataDir,
+    repos,
+    git: createGitRunner(),
+    log,
+    projectOf: (repoPath) => runtime.projectOf(repoPath),
+    toolServerFor,
+    agentPrompts,
+    // The architect needs a model that can plan: the embedded scripted model only implements
+    // plans that spell out their files, so it is never chosen for drafting.
+    async resolveModel(requested) {
+      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || null;
+      if (model) return model;
+      if (options.userHasDefaultModel && !(await options.userHasDefaultModel())) {
+        throw new PlanDraftError(
+          'no_model',
+          'Drafting a plan needs a real model, and none is configured. Give --model PROVIDER/MODEL, set forge.model (or FORGE_MODEL), or set a "model" in your opencode configuration.',
+        );
+      }
+      return null;
+    },
+    opencodeEnv,
+    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
+    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
+    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
+    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
+    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
   });
 
   const listeners = new Set<() => void>();
@@ -359,6 +398,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     runtime,
     repos,
     worktrees,
+    planner,
     onDidChangeStore(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

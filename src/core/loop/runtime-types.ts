@@ -108,7 +108,7 @@ export class LoopRuntimeError extends Error {
 
 export interface LoopRuntime {
   /** Resolves the project (repository identity) of a folder. */
-  projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string }>;
+  projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; headCommit: string }>;
   start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }>;
   cancel(ref: LoopRef): Promise<void>;
   restart(ref: LoopRef, options?: { force?: boolean }): Promise<void>;

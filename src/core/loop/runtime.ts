@@ -479,7 +479,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   return {
     async projectOf(repoPath) {
       const p = await projectOf(repoPath);
-      return { projectId: p.projectId, repoDir: p.repoDir };
+      return { projectId: p.projectId, repoDir: p.repoDir, headCommit: p.headCommit };
     },
     start,
     cancel,

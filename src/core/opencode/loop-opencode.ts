@@ -9,12 +9,12 @@
  */
 import type { AgentClient } from './agent-client';
 import { buildForgeOpencodeConfig, type AgentPrompts } from './forge-config';
-import type { ForgeToolScope, ForgeToolServer } from './forge-tool-server';
+import type { ForgeToolScope, ForgeToolServer, OpenScopeInput } from './forge-tool-server';
 import { FORGE_AGENT_NAMES, FORGE_AGENT_ROLES, FORGE_MCP_SERVER_NAME, type ForgeAgentRole } from './forge-tools';
 import { addRemoteMcpServer, createSdkAgentClient } from './sdk-agent-client';
 import type { PermissionRule } from './agent-client';
 import { realPathThroughLinks } from '../fs/real-path';
-import { buildLoopPermissionRuleset, type LoopPermissionOptions, type LoopRole } from './permissions';
+import { buildLoopPermissionRuleset, type LoopPermissionOptions, type SessionRole } from './permissions';
 import { opencodeOwnDirectories, resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
 import {
   attachOpencodeServer,
@@ -27,6 +27,8 @@ import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
 
 export interface LoopOpencodeOptions {
   loopName: string;
+  /** The Forge tool scope to open, when not the loop's (an architect's planning scope). */
+  toolScope?: OpenScopeInput;
   worktreeDir: string;
   toolServer: ForgeToolServer;
   prompts: AgentPrompts;
@@ -55,14 +57,14 @@ export interface LoopOpencode {
    */
   agentsConfigured: boolean;
   /** Permission policy of a loop session of `role` (for `attachPermissionResponder`). */
-  permissionOptions(role: LoopRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions;
+  permissionOptions(role: SessionRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions;
   /** The ruleset to pass at `createSession` for a loop session of `role`. */
-  permissionRuleset(role: LoopRole, userDenyRules?: readonly PermissionRule[]): PermissionRule[];
+  permissionRuleset(role: SessionRole, userDenyRules?: readonly PermissionRule[]): PermissionRule[];
   stop(): Promise<void>;
 }
 
 export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<LoopOpencode> {
-  const scope = options.toolServer.openScope({ loopName: options.loopName });
+  const scope = options.toolServer.openScope(options.toolScope ?? { loopName: options.loopName });
   const forgeConfig = buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models });
   let server: OpencodeServerHandle | undefined;
   try {
@@ -96,7 +98,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
   }
   const running = server;
   const opencodeDirectories = options.attach ? [] : opencodeOwnDirectories({ ...(options.baseEnv ?? process.env), ...(options.extraEnv ?? {}) });
-  const permissionOptions = (role: LoopRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions => ({
+  const permissionOptions = (role: SessionRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions => ({
     role,
     worktreeDir: options.worktreeDir,
     opencodeDirectories,

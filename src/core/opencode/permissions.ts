@@ -16,8 +16,14 @@ import {
 
 export type LoopRole = Exclude<ForgeAgentRole, 'architect'>;
 
+/**
+ * The role a permission policy is for: a loop's coder or auditor, or the architect drafting a
+ * plan (`forge plan`), which only reads: no shell at all, no file edits, no subagents.
+ */
+export type SessionRole = ForgeAgentRole;
+
 export interface LoopPermissionOptions {
-  role: LoopRole;
+  role: SessionRole;
   /** Absolute path of the loop's worktree. */
   worktreeDir: string;
   /** The user's deny rules (settings, opencode config); rules that are not denies are ignored. */
@@ -52,7 +58,7 @@ export const LINK_CHECKED_PERMISSIONS = ['read', 'edit', 'write', 'patch', 'mult
 /** Permissions whose patterns are file paths (so they can be checked against the worktree). */
 const PATH_PERMISSIONS = new Set(['read', 'edit', 'write', 'patch', 'multiedit', 'apply_patch', 'list', 'glob', 'grep', 'external_directory']);
 
-export function structuralDenyRules(role: LoopRole): PermissionRule[] {
+export function structuralDenyRules(role: SessionRole): PermissionRule[] {
   const deny = (permission: string, pattern = '*'): PermissionRule => ({ permission, pattern, action: 'deny' });
   const rules: PermissionRule[] = [
     deny('bash', 'git push'),
@@ -66,6 +72,12 @@ export function structuralDenyRules(role: LoopRole): PermissionRule[] {
   if (role === 'auditor') {
     rules.push(...EDIT_PERMISSIONS.map((permission) => deny(permission)));
     rules.push(deny('task'), ...AUDITOR_SUBAGENTS.map((agent): PermissionRule => ({ permission: 'task', pattern: agent, action: 'allow' })));
+  }
+  if (role === 'architect') {
+    // Read-only by construction, not by prompt: every shell command is refused (a "read-only"
+    // command list would leak: `git log --output=FILE`, `find -delete`, redirections), and so
+    // is every file edit and every subagent (a general subagent could edit).
+    rules.push(deny('bash'), ...EDIT_PERMISSIONS.map((permission) => deny(permission)), deny('task'));
   }
   return rules;
 }
@@ -157,7 +169,8 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
   const structural = structuralDenyRules(options.role);
   for (const pattern of patterns) {
     if (evaluateRuleset(structural, request.permission, pattern) === 'deny') {
-      return { reply: 'reject', reason: `Forge does not allow "${request.permission}" (${pattern}) in ${options.role} loop sessions.` };
+      const where = options.role === 'architect' ? 'the architect session (it only reads)' : `${options.role} loop sessions`;
+      return { reply: 'reject', reason: `Forge does not allow "${request.permission}" (${pattern}) in ${where}.` };
     }
   }
   const userDenies = (options.userDenyRules ?? []).filter((r) => r.action === 'deny');

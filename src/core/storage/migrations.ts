@@ -250,6 +250,42 @@ const verificationChecks: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks];
+/**
+ * Plan authoring (issue 15): an architect session drafting a plan of record outside any loop.
+ * The plan itself lives in `plans` under the draft's id; this row keeps what `forge plan
+ * --continue` needs (the opencode session, the repository, the file) and what it cost.
+ */
+const planDrafts: Migration = {
+  id: 7,
+  name: 'plan drafts',
+  up: (tx) =>
+    statements(tx, [
+      `CREATE TABLE plan_drafts (
+        project_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        repo_dir TEXT NOT NULL,
+        request TEXT NOT NULL,
+        session_id TEXT,
+        model TEXT,
+        status TEXT NOT NULL CHECK (status IN ('drafting', 'drafted', 'no_plan', 'failed', 'interrupted')),
+        out_path TEXT NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0,
+        last_reply TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost REAL NOT NULL DEFAULT 0,
+        messages INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (project_id, id)
+      )`,
+      `CREATE INDEX plan_drafts_by_id ON plan_drafts (id)`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, planDrafts];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

@@ -46,6 +46,31 @@ describe('forge CLI arguments', () => {
     usage(['status', '--contains', 'a:b'], /--contains applies to forge goal only/);
   });
 
+  it('plan: the request, --out, --model; --continue ID with the answer', () => {
+    assert.deepEqual(parseCli(['plan', 'add', 'a', 'flag', '--out', 'p.md', '--model', 'a/b'], '/c'), {
+      command: 'plan',
+      request: 'add a flag',
+      model: 'a/b',
+      outPath: 'p.md',
+      continueId: null,
+      repo: '/c',
+      dataDir: null,
+      json: false,
+    });
+    const c = parseCli(['plan', '--continue', 'ab12cd34', 'use the logger'], '/c');
+    assert.equal(c.command === 'plan' && c.continueId, 'ab12cd34');
+    assert.equal(c.command === 'plan' && c.request, 'use the logger');
+    usage(['plan'], /^forge plan needs the request: what you want planned/);
+    usage(['plan', '   '], /^forge plan needs the request/);
+    usage(['plan', '--continue', 'ab12cd34'], /^forge plan --continue ab12cd34 needs your answer or change request/);
+    usage(['plan', '--continue'], /--continue needs a value: a plan draft id/);
+    usage(['plan', '--continue', 'ab12cd34', 'x', '--out', 'o.md'], /--out is chosen when the draft starts/);
+    usage(['plan', 'x', '--model', 'gpt4'], /--model must be "provider\/model"/);
+    usage(['plan', 'x', '--max-iterations', '3'], /--max-iterations applies to forge run and forge goal only/);
+    usage(['run', 'p.md', '--out', 'o.md'], /^--out applies to forge plan only\.$/);
+    usage(['status', '--continue', 'x'], /^--continue applies to forge plan only\.$/);
+  });
+
   it('status, findings, cancel, restart', () => {
     assert.deepEqual(parseCli(['status'], '/c'), { command: 'status', name: null, repo: '/c', dataDir: null, json: false });
     assert.equal((parseCli(['findings', 'l1'], '/c') as { name: string }).name, 'l1');
@@ -65,7 +90,7 @@ describe('forge CLI arguments', () => {
     usage(['run', 'p.md', '--variant', 'very high'], /--variant must be a variant name/);
     usage(['status', '--variant', 'high'], /applies to forge run and forge goal only/);
     usage(['status', '--force'], /--force applies to forge restart only/);
-    usage(['cancel', 'x', '--model', 'a/b'], /applies to forge run and forge goal only/);
+    usage(['cancel', 'x', '--model', 'a/b'], /^--model applies to forge run, forge goal and forge plan only\.$/);
     usage(['explode'], /Unknown command "explode"/);
     usage(['run', 'p.md', '--bogus'], /bogus/);
   });

@@ -68,6 +68,7 @@ describe('storage: migrations', function () {
       'loops',
       'migrations',
       'plan_amendments',
+      'plan_drafts',
       'plans',
       'preferences',
       'review_findings',

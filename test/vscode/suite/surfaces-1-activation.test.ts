@@ -72,7 +72,7 @@ describe('Forge activation', () => {
 
   it('hides the agent-running commands from the palette of an untrusted workspace (when clauses)', () => {
     const palette = new Map(manifest.contributes.menus.commandPalette?.map((m) => [m.command, m.when ?? '']));
-    for (const command of ['forge.executePlan', 'forge.executeGoal', 'forge.restartLoop', 'forge.forceRestartLoop', 'forge.buildSandboxImage']) {
+    for (const command of ['forge.executePlan', 'forge.executeGoal', 'forge.draftPlan', 'forge.continueDraft', 'forge.restartLoop', 'forge.forceRestartLoop', 'forge.buildSandboxImage']) {
       assert.match(palette.get(command) ?? '', /isWorkspaceTrusted/, `${command} needs an isWorkspaceTrusted when clause`);
     }
   });

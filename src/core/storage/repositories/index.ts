@@ -8,6 +8,7 @@ import { createLoopTransitionsRepository, type LoopTransitionsRepository } from 
 import { createLoopsRepository, type LoopsRepository } from './loops-repository';
 import { createPlanAmendmentsRepository, type PlanAmendmentsRepository } from './plan-amendments-repository';
 import { createPlansRepository, type PlansRepository } from './plans-repository';
+import { createPlanDraftsRepository, type PlanDraftsRepository } from './plan-drafts-repository';
 import { createPreferencesRepository, type PreferencesRepository } from './preferences-repository';
 import { createReviewFindingsRepository, type ReviewFindingsRepository } from './review-findings-repository';
 import { createSectionPlansRepository, type SectionPlansRepository } from './section-plans-repository';
@@ -22,6 +23,7 @@ export * from './loop-transitions-repository';
 export * from './loops-repository';
 export * from './plan-amendments-repository';
 export * from './plans-repository';
+export * from './plan-drafts-repository';
 export * from './preferences-repository';
 export * from './review-findings-repository';
 export * from './section-plans-repository';
@@ -30,6 +32,7 @@ export { RowNotFoundError, systemClock, type Clock } from './row-values';
 export interface ForgeRepositories {
   readonly loops: LoopsRepository;
   readonly plans: PlansRepository;
+  readonly planDrafts: PlanDraftsRepository;
   readonly reviewFindings: ReviewFindingsRepository;
   readonly sectionPlans: SectionPlansRepository;
   readonly transitions: LoopTransitionsRepository;
@@ -51,6 +54,7 @@ export function createForgeRepositories(db: SqlExecutor, clock: Clock = systemCl
   return {
     loops: createLoopsRepository(db, clock),
     plans: createPlansRepository(db, clock),
+    planDrafts: createPlanDraftsRepository(db, clock),
     reviewFindings: createReviewFindingsRepository(db, clock),
     sectionPlans: createSectionPlansRepository(db, clock),
     transitions: createLoopTransitionsRepository(db, clock),

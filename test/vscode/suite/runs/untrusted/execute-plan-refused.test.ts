@@ -32,6 +32,8 @@ describe('Forge in an untrusted workspace', () => {
   it('refuses the other agent-running commands the same way', async () => {
     for (const [command, action] of [
       ['forge.executeGoal', 'execute a goal'],
+      ['forge.draftPlan', 'draft a plan'],
+      ['forge.continueDraft', 'continue a plan draft'],
       ['forge.restartLoop', 'restart a loop'],
       ['forge.forceRestartLoop', 'force-restart a loop'],
       ['forge.buildSandboxImage', 'build the sandbox image'],
