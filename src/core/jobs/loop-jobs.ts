@@ -93,7 +93,6 @@ export class LoopJobs {
     const timings = shellTimings(request);
     const job = this.start(request.command);
     if (request.run_in_background) return formatShellResult(job.summary, { kind: 'background' }, '');
-    const startSeen = 0;
     const completion = await new Promise<ShellCompletion>((resolve) => {
       let idle: NodeJS.Timeout | undefined;
       const finish = (c: ShellCompletion) => {
@@ -113,8 +112,8 @@ export class LoopJobs {
           return;
         }
         if (pattern instanceof RegExp) {
-          // Only output of this call; the tail bounds the work per chunk.
-          const m = pattern.exec(job.tail.slice(Math.max(0, job.tail.length - (job.seen - startSeen))));
+          // The job started with this call: all of its output (the in-memory tail) is this call's.
+          const m = pattern.exec(job.tail);
           if (m) {
             finish({ kind: 'pattern', match: m[0] });
             return;
@@ -167,7 +166,9 @@ export class LoopJobs {
         ].join('\n');
       }
       case 'kill': {
-        if (job.summary.state !== 'running') return `job ${job.summary.id} is not running (${describeJobState(job.summary)}).`;
+        // A job whose shell exited may have left detached children: they are killed too.
+        const alive = findMarkedProcesses(JOB_MARKER_VARIABLE, job.mark).length;
+        if (job.summary.state !== 'running' && alive === 0) return `job ${job.summary.id} is not running (${describeJobState(job.summary)}) and left no process.`;
         const left = await this.killJob(job);
         return left === 0
           ? `job ${job.summary.id} killed with its whole process tree.`
@@ -184,7 +185,8 @@ export class LoopJobs {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    await Promise.all([...this.byId.values()].filter((j) => j.summary.state === 'running').map((j) => this.killJob(j)));
+    // Every job, exited ones too: a detached child may outlive its shell.
+    await Promise.all([...this.byId.values()].map((j) => this.killJob(j)));
     for (const j of this.byId.values()) this.closeLog(j);
   }
 
