@@ -7,7 +7,7 @@ import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
-import type { CheckRunRow, LoopRow } from '../core/storage/repositories';
+import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
@@ -106,6 +106,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const s = loopSummary(engine, loop);
   const transitions = engine.repos.transitions.listByLoop(loop.projectId, loop.name);
   const checkRuns = engine.repos.checkRuns.listByLoop(loop.projectId, loop.name);
+  const interventions = engine.repos.shellInterventions.listByLoop(loop.projectId, loop.name);
   if (json) {
     return JSON.stringify({
       ...s,
@@ -127,6 +128,16 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
         outputBytes: r.outputBytes,
         at: r.startedAt,
       })),
+      shellInterventions: interventions.map((i) => ({
+        action: i.action,
+        mode: i.mode,
+        command: i.command,
+        elapsedMs: i.elapsedMs,
+        thresholdMs: i.thresholdMs,
+        processes: i.processes,
+        sessionId: i.sessionId,
+        at: i.at,
+      })),
     });
   }
   const checks = readExtras(loop).checks ?? [];
@@ -140,8 +151,14 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
     ...(checkRuns.length > 0 ? ['check log:', ...checkRuns.map((r) => `  ${new Date(r.startedAt).toISOString()} ${formatCheckRun(r)}`)] : []),
+    ...(interventions.length > 0 ? ['shell-hang watchdog:', ...interventions.map((i) => `  ${new Date(i.at).toISOString()} ${formatShellIntervention(i)}`)] : []),
   ];
   return lines.join('\n');
+}
+
+export function formatShellIntervention(i: ShellInterventionRow): string {
+  const what = i.action === 'killed' ? `killed ${i.processes.length} process(es)` : i.action === 'dry-run' ? `dry-run: would kill ${i.processes.length} process(es)` : 'unresolved: no process found';
+  return `${what} of a bash call after ${Math.round(i.elapsedMs / 1000)} s (threshold ${Math.round(i.thresholdMs / 1000)} s): ${i.command.slice(0, 120)}`;
 }
 
 export function formatFindings(engine: ForgeEngine, projectId: string, loopName: string, json: boolean): string {
