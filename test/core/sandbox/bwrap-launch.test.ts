@@ -75,13 +75,13 @@ describe('bwrap launcher text', () => {
     const lines = text.split('\n');
     assert.match(lines[0]!, /^if \[ ! -f \/state\/forge-demo\.json \]; then .*never runs on the host.*exit 125; fi$/);
     assert.ok(lines.includes(`[ -r /etc/passwd ] && exec ${BWRAP_ETC_FIRST_FD}</etc/passwd || exec ${BWRAP_ETC_FIRST_FD}</dev/null`));
-    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/env -i \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
+    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/env -i \$\{FORGE_JOB_MARK:\+"FORGE_JOB_MARK=\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+"FORGE_WATCHDOG_MARK=\$FORGE_WATCHDOG_MARK"\} \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
     assert.ok(!text.includes('--block-fd'), 'no cgroup, nothing to wait for');
   });
 
   it('with a cgroup, makes the sandbox wait for the join of its first process (never bwrap itself)', () => {
     const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'] });
-    assert.match(text.split('\n').at(-1)!, /^exec \/usr\/bin\/env -i \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
+    assert.match(text.split('\n').at(-1)!, /^exec \/usr\/bin\/env -i \$\{FORGE_JOB_MARK:\+"FORGE_JOB_MARK=\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+"FORGE_WATCHDOG_MARK=\$FORGE_WATCHDOG_MARK"\} \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
     assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(!/echo "\$forge_bwrap" >/.test(text));
   });
