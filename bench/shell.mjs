@@ -57,6 +57,7 @@ async function measure(driver) {
       }
       if (n >= 2 * (CALLS + 1)) return toolCall('forge_loop_handoff', { decisions: 'bench', verification: 'bench', notesForAuditor: '' });
       const tool = n % 2 === 0 ? 'bash' : 'forge_shell';
+      if (process.env.BENCH_DEBUG) console.error(driver, n, tool, request.toolResults.length);
       n += 1;
       const args = tool === 'bash' ? { command: COMMAND, description: 'bench' } : { command: COMMAND };
       pending = { tool, at: performance.now() };
