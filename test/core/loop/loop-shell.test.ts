@@ -123,7 +123,6 @@ function jobCases(label: 'host' | 'bwrap', harness: () => LoopHarness) {
     assert.deepEqual(s.errors, []);
     assert.equal(end.type === 'loop.ended' && end.status, 'completed', JSON.stringify(end));
     await eventually('the server is gone once the loop ended', () => processesWith(server).length === 0);
-    assert.ok(s.results.some((r) => r.startsWith('forge_jobs: job job-1')) || s.results.some((r) => /job-1 killed/.test(r)));
   });
 }
 
