@@ -42,11 +42,17 @@ async function measure(driver) {
     let pending; // { tool, at }
     let n = 0;
     let coder;
+    const handedOff = new Set();
     h.model.setHandler((request) => {
       const now = performance.now();
       if (request.isTitleRequest) return text('title');
       const isCoder = request.toolNames.includes('write');
-      if (!isCoder) return toolCall('forge_loop_handoff', { summary: 'bench', done: true, deviations: '', followUps: '' });
+      // One hand-off per session; after it the session just ends its turn.
+      if (handedOff.has(request.sessionId)) return text('Done.');
+      if (!isCoder) {
+        handedOff.add(request.sessionId);
+        return toolCall('forge_loop_handoff', { summary: 'bench', done: true, deviations: '', followUps: '' });
+      }
       coder ??= request.sessionId;
       if (request.sessionId !== coder) return text('Done.');
       if (pending) {
@@ -55,7 +61,10 @@ async function measure(driver) {
         if (n > 2) times[pending.tool].push(now - pending.at);
         pending = undefined;
       }
-      if (n >= 2 * (CALLS + 1)) return toolCall('forge_loop_handoff', { decisions: 'bench', verification: 'bench', notesForAuditor: '' });
+      if (n >= 2 * (CALLS + 1)) {
+        handedOff.add(request.sessionId);
+        return toolCall('forge_loop_handoff', { decisions: 'bench', verification: 'bench', notesForAuditor: '' });
+      }
       const tool = n % 2 === 0 ? 'bash' : 'forge_shell';
       if (process.env.BENCH_DEBUG) console.error(driver, n, tool, request.toolResults.length);
       n += 1;

@@ -220,7 +220,7 @@ describe('shell-hang watchdog (real opencode, scripted model)', function () {
     );
     h.model.setHandler(s.handler);
     ref = await h.engine.runtime.start({ kind: 'goal', goal: 'hang in dry-run', repoPath: h.repo.dir, name: `watchdog-dry-${++loopCounter}` });
-    await eventually('a dry-run intervention', () => h.engine.repos.shellInterventions.listByLoop(ref!.projectId, ref!.name).length > 0, 30_000);
+    await eventually('a dry-run intervention', () => h.engine.repos.shellInterventions.listByLoop(ref!.projectId, ref!.name).length > 0, 240_000);
     const [row] = h.engine.repos.shellInterventions.listByLoop(ref.projectId, ref.name);
     assert.equal(row!.action, 'dry-run');
     assert.ok(row!.processes.some((p) => p.command.includes(hung)), JSON.stringify(row!.processes));
