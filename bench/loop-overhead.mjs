@@ -22,6 +22,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { median, numberArg, percentile } from './bench-common.mjs';
 
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -39,10 +40,7 @@ const { writeOpencodeTestEnvironment, MOCK_MODEL, MOCK_PROVIDER_ID, MOCK_MODEL_I
 const { createRecordingToolBackend } = await load('test/support/recording-tool-backend.ts');
 const { sessionScript } = await load('test/support/loop-harness.ts');
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
+const arg = numberArg;
 const RUNS = Math.max(1, arg('runs', 3));
 const WARMUP = Math.max(0, arg('warmup', 1));
 
@@ -59,15 +57,6 @@ Create b.txt containing "b".
 Both files exist.
 `;
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-const percentile = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
-};
 
 /** The same scripted replies for both sides: coder writes its file and hands off; audits are clean. */
 const script = (dirOf) => {

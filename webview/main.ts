@@ -256,6 +256,26 @@ function renderAmendments(detail: LoopDetail): HTMLElement | null {
   );
 }
 
+function renderShellInterventions(detail: LoopDetail): HTMLElement | null {
+  if (detail.shellInterventions.length === 0) return null;
+  return section(
+    `Shell-hang watchdog — ${detail.shellInterventions.length} intervention${detail.shellInterventions.length === 1 ? '' : 's'}`,
+    h('p', { class: 'muted' }, 'Builtin bash calls that ran past forge.watchdog.stallMs. Long-running work belongs in forge_shell.'),
+    h(
+      'ul',
+      { class: 'shell-interventions' },
+      ...detail.shellInterventions.map((i) =>
+        h(
+          'li',
+          { 'data-intervention': i.id, title: i.processes.map((p) => `${p.pid} ${p.command}`).join('\n') },
+          `${formatTime(i.at)} — ${i.action === 'killed' ? `killed ${i.processes.length} process(es)` : i.action === 'dry-run' ? `dry-run: would kill ${i.processes.length} process(es)` : 'unresolved: nothing to kill'} after ${formatDuration(i.elapsedMs)}: `,
+          h('code', {}, i.command.slice(0, 200)),
+        ),
+      ),
+    ),
+  );
+}
+
 function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
   const running = live(detail.status);
   const actions = h('div', { class: 'actions' });
@@ -362,7 +382,7 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
         )
       : null;
 
-  return h('div', { class: 'detail' }, header, summary, diagram, plan, renderChecks(detail), findings, usage);
+  return h('div', { class: 'detail' }, header, summary, diagram, plan, renderChecks(detail), renderShellInterventions(detail), findings, usage);
 }
 
 function render(state: DashboardState): void {

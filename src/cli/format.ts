@@ -8,7 +8,7 @@ import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/runtime';
 import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
-import type { CheckRunRow, LoopRow } from '../core/storage/repositories';
+import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
@@ -109,6 +109,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const checkRuns = engine.repos.checkRuns.listByLoop(loop.projectId, loop.name);
   const marks = transitions.map((t) => ({ at: t.at, iteration: t.iteration }));
   const amendments = engine.repos.planAmendments.listByLoop(loop.projectId, loop.name).map((a) => describeAmendment(a, marks));
+  const interventions = engine.repos.shellInterventions.listByLoop(loop.projectId, loop.name);
   if (json) {
     return JSON.stringify({
       ...s,
@@ -138,6 +139,16 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
         rationale: a.rationale,
         changes: a.changes.map((c) => ({ kind: c.kind, sectionIndex: c.index, title: c.title, ...(c.previousTitle !== undefined ? { previousTitle: c.previousTitle } : {}), diff: c.diff })),
       })),
+      shellInterventions: interventions.map((i) => ({
+        action: i.action,
+        mode: i.mode,
+        command: i.command,
+        elapsedMs: i.elapsedMs,
+        thresholdMs: i.thresholdMs,
+        processes: i.processes,
+        sessionId: i.sessionId,
+        at: i.at,
+      })),
     });
   }
   const checks = readExtras(loop).checks ?? [];
@@ -152,6 +163,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
     ...(checkRuns.length > 0 ? ['check log:', ...checkRuns.map((r) => `  ${new Date(r.startedAt).toISOString()} ${formatCheckRun(r)}`)] : []),
     ...(amendments.length > 0 ? [`plan amendments (${amendments.length}):`, ...amendments.flatMap(formatAmendment)] : []),
+    ...(interventions.length > 0 ? ['shell-hang watchdog:', ...interventions.map((i) => `  ${new Date(i.at).toISOString()} ${formatShellIntervention(i)}`)] : []),
   ];
   return lines.join('\n');
 }
@@ -163,6 +175,11 @@ function formatAmendment(a: AmendmentView): string[] {
     `  ${new Date(a.at).toISOString()}${during}: ${a.rationale || '(no rationale given)'}`,
     ...a.changes.flatMap((c) => [`    ${summariseChange(c)}`, ...c.diff.map((d) => `      ${d.op} ${d.text}`)]),
   ];
+}
+
+export function formatShellIntervention(i: ShellInterventionRow): string {
+  const what = i.action === 'killed' ? `killed ${i.processes.length} process(es)` : i.action === 'dry-run' ? `dry-run: would kill ${i.processes.length} process(es)` : 'unresolved: no process found';
+  return `${what} of a bash call after ${Math.round(i.elapsedMs / 1000)} s (threshold ${Math.round(i.thresholdMs / 1000)} s): ${i.command.slice(0, 120)}`;
 }
 
 export function formatFindings(engine: ForgeEngine, projectId: string, loopName: string, json: boolean): string {

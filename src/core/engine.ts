@@ -9,6 +9,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ForgeSettings } from './config/settings';
 import { createLoopToolBackend } from './loop/tool-backend';
+import { LoopJobRegistry } from './jobs/job-registry';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
 import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
@@ -87,6 +88,8 @@ export interface ForgeEngineOptions {
   readOnly?: boolean;
   /** Benchmark hook: the loop supervisors' idle / prompt timing marks. */
   onLoopTiming?: (mark: LoopTimingMark) => void;
+  /** TEST ONLY: lowers the shell-hang watchdog's 60 s floor (no user setting can). */
+  shellWatchdogFloorMs?: number;
 }
 
 export interface ForgeEngine {
@@ -220,7 +223,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     resolveDriver: () => resolveSandboxDriver(),
     async prepareHost(loop) {
       const shell = await prepareAgentHostShell({ dir: hostShellDir(loop), loopName: loop.name, basePath: baseEnv().PATH });
-      return { env: shell.env, config: shell.config };
+      return { env: shell.env, config: shell.config, callsDir: shell.callsDir };
     },
     async releaseHost(loop) {
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
@@ -232,7 +235,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       try {
         const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
         const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
-        return { env: additions.env, config: additions.config };
+        return { env: additions.env, config: additions.config, callsDir: additions.callsDir };
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {
@@ -289,12 +292,13 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
   };
 
+  const loopJobs = new LoopJobRegistry();
   /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
   function toolServerFor(projectId: string): Promise<ForgeToolServer> {
     let server = toolServers.get(projectId);
     if (!server) {
       server = startForgeToolServer({
-        backend: createLoopToolBackend({ projectId, db }),
+        backend: createLoopToolBackend({ projectId, db, jobs: loopJobs }),
         onCall: (entry) => log.info(`[tools] ${entry.loopName ?? '-'} ${entry.role ?? '?'} ${entry.tool}: ${entry.outcome}${entry.message ? ` — ${entry.message}` : ''}`),
         onError: (e) => log.error(`[tools] ${String(e)}`),
       });
@@ -311,6 +315,8 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
 
   const runtime = createLoopRuntime({
     db,
+    jobs: loopJobs,
+    ...(options.shellWatchdogFloorMs !== undefined ? { shellWatchdogFloorMs: options.shellWatchdogFloorMs } : {}),
     worktrees,
     settings: options.settings,
     log,

@@ -67,6 +67,8 @@ export interface LoopHarnessOptions {
   leaseTtlMs?: number;
   /** Extra fields of the mock model in the user's opencode config (e.g. `variants`). */
   modelConfig?: Record<string, unknown>;
+  /** TEST ONLY engine option: lowers the shell-hang watchdog's floor. */
+  shellWatchdogFloorMs?: number;
   /** Sees every line the engines log. */
   onLog?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -96,6 +98,7 @@ export async function createLoopHarness(options: LoopHarnessOptions = {}): Promi
       env: { ...process.env, ...env.env },
       opencodeExtraEnv: env.env,
       leaseTtlMs: options.leaseTtlMs,
+      ...(options.shellWatchdogFloorMs !== undefined ? { shellWatchdogFloorMs: options.shellWatchdogFloorMs } : {}),
     });
     engines.push(engine);
     return engine;

@@ -41,5 +41,7 @@ export function createRecordingToolBackend(): RecordingToolBackend {
     sectionRead: record('sectionRead'),
     planAdjust: record('planAdjust'),
     loopHandoff: record('loopHandoff'),
+    shell: record('shell'),
+    jobs: record('jobs'),
   };
 }

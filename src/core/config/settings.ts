@@ -155,6 +155,18 @@ const settingSpecs = {
     description:
       "Milliseconds a verification check (a command of the plan's Verification part, a section's Verify: line, a goal's --check) may run before Forge kills it with everything it started; the check then fails.",
   },
+  'forge.watchdog.mode': {
+    schema: z.enum(['kill', 'dry-run', 'off']),
+    default: 'kill' as 'kill' | 'dry-run' | 'off',
+    description:
+      "Shell-hang watchdog for the agents' builtin bash tool calls: kill (a call running past forge.watchdog.stallMs has its processes killed, so the call returns and the session goes on), dry-run (logs and records what it would kill, kills nothing), off.",
+  },
+  'forge.watchdog.stallMs': {
+    schema: z.number().int().min(1),
+    default: 600_000,
+    description:
+      'Milliseconds a builtin bash tool call of a loop\'s agent may run before the shell-hang watchdog steps in. Values below 60000 are raised to 60000 (the floor). Long-running work belongs in forge_shell, which never hangs a session.',
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

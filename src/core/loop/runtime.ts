@@ -49,14 +49,18 @@ import { initialState, terminationStatusFor } from './state';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
+import { LoopJobRegistry } from '../jobs/job-registry';
+import { LoopJobs } from '../jobs/loop-jobs';
+import { effectiveStallMs, ShellWatchdog } from '../jobs/shell-watchdog';
+import { dirname } from 'node:path';
 
 export interface LoopSandboxPort {
   /** The driver a new loop would be sandboxed with now, or why none works here. */
   resolveDriver(): Promise<{ driver: string | null; reason: string | null }>;
   /** Creates (or resumes) the loop's sandbox and returns what the opencode server needs. */
-  prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<{ env: Record<string, string>; config: Record<string, unknown> }>;
+  prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<PreparedAgentShell>;
   /** An unconfined loop's agent shell (secrets dropped, push refused): what the opencode server needs. */
-  prepareHost(loop: LoopRow): Promise<{ env: Record<string, string>; config: Record<string, unknown> }>;
+  prepareHost(loop: LoopRow): Promise<PreparedAgentShell>;
   /** Removes an ended unconfined loop's agent shell. */
   releaseHost(loop: LoopRow): Promise<void>;
   /** Fails with a clear message when the loop's sandbox is gone. */
@@ -64,6 +68,13 @@ export interface LoopSandboxPort {
   release(loop: LoopRow, ended: boolean): Promise<void>;
   /** Runs the loop's verification checks inside its sandbox. */
   checkExecutor(loop: LoopRow): Promise<CheckExecutor>;
+}
+
+/** What the opencode server needs for a loop's agent shell, and where its builtin shell calls register (the watchdog's input). */
+export interface PreparedAgentShell {
+  env: Record<string, string>;
+  config: Record<string, unknown>;
+  callsDir?: string;
 }
 
 export interface LoopRuntimeDeps {
@@ -91,6 +102,10 @@ export interface LoopRuntimeDeps {
   supervisorId?: string;
   /** Benchmark hook: idle received / prompt sent marks of every loop this runtime drives. */
   onTiming?: (mark: LoopTimingMark) => void;
+  /** The running loops' forge_shell jobs, shared with the tool backend. */
+  jobs?: LoopJobRegistry;
+  /** TEST ONLY: the shell-hang watchdog's floor (default 60 s; the user setting never goes below it). */
+  shellWatchdogFloorMs?: number;
 }
 
 /**
@@ -145,23 +160,26 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       await deps.prepareModels?.(models);
       let sandboxEnv: Record<string, string> = {};
       let sandboxConfig: Record<string, unknown> = {};
+      let callsDir: string | undefined;
       if (loop.sandbox) {
         if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge.');
         const prepared = await deps.sandbox.prepare(loop, extras, loop.iteration > 1 || (readExtras(loop).loopState.phase !== 'coding'));
         sandboxEnv = prepared.env;
         sandboxConfig = prepared.config;
+        callsDir = prepared.callsDir;
       } else if (deps.sandbox) {
         // Unconfined: still no secret in the agent's environment and no push through git.
         const prepared = await deps.sandbox.prepareHost(loop);
         sandboxEnv = prepared.env;
         sandboxConfig = prepared.config;
+        callsDir = prepared.callsDir;
       }
       const baseEnv = { ...deps.opencodeEnv() };
       if (Object.keys(sandboxConfig).length > 0) {
         const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
         baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...sandboxConfig });
       }
-      return startLoopOpencode({
+      const agent = await startLoopOpencode({
         loopName: loop.name,
         worktreeDir: loop.worktreeDir!,
         toolServer,
@@ -174,6 +192,47 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
         log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
       });
+      return withShellSupervision(projectId, loop, agent, typeof sandboxConfig.shell === 'string' ? sandboxConfig.shell : undefined, callsDir, { ...baseEnv, ...sandboxEnv });
+    };
+  }
+
+  /**
+   * The loop's forge_shell jobs and its shell-hang watchdog, tied to its opencode's lifetime:
+   * the loop's scope stops its opencode when the loop ends (completed, cancelled, failed) or
+   * another process takes over, and that kills its jobs first.
+   */
+  function withShellSupervision(projectId: string, loop: LoopRow, agent: LoopOpencode, shellPath: string | undefined, callsDir: string | undefined, env: NodeJS.ProcessEnv): LoopOpencode {
+    const settings = deps.settings();
+    const shellDir = callsDir ? dirname(callsDir) : undefined;
+    const jobs = shellPath && shellDir && deps.jobs
+      ? new LoopJobs({ loopName: loop.name, shellPath, cwd: loop.worktreeDir!, logDir: join(shellDir, 'jobs'), baseEnv: env, log: (m) => deps.log.info(m) })
+      : undefined;
+    if (jobs) deps.jobs!.set(projectId, loop.name, jobs);
+    const mode = settings['forge.watchdog.mode'];
+    const watchdog = callsDir && mode !== 'off'
+      ? new ShellWatchdog({
+          loopName: loop.name,
+          callsDir,
+          mode,
+          stallMs: effectiveStallMs(settings['forge.watchdog.stallMs'], deps.shellWatchdogFloorMs),
+          record: (row) => repos.shellInterventions.append(projectId, row),
+          notice: (level, message) => emit({ type: 'loop.notice', loop: { projectId, name: loop.name }, level, message }),
+          log: (m) => deps.log.warn(`[loop ${loop.name}] ${m}`),
+        })
+      : undefined;
+    const unsubscribe = watchdog ? agent.client.subscribe((e) => watchdog.observe(e)) : () => {};
+    const stopAgent = agent.stop.bind(agent);
+    return {
+      ...agent,
+      async stop() {
+        unsubscribe();
+        watchdog?.dispose();
+        if (jobs) {
+          await jobs.dispose().catch((e) => deps.log.warn(`[loop ${loop.name}] stopping its jobs: ${String(e)}`));
+          deps.jobs!.delete(projectId, loop.name, jobs);
+        }
+        await stopAgent();
+      },
     };
   }
 

@@ -26,6 +26,8 @@ import {
 } from '../storage/repositories';
 import { MAX_SECTIONS, parsePlan } from './plan';
 import type { Role } from './state';
+import type { LoopJobRegistry } from '../jobs/job-registry';
+import { JobRequestError, type LoopJobs } from '../jobs/loop-jobs';
 
 /** Pseudo-paths a finding may point at instead of a file: the goal or the plan itself. */
 export const FINDING_PSEUDO_PATHS = ['GOAL', 'PLAN'] as const;
@@ -41,6 +43,8 @@ export interface LoopToolBackendOptions {
   repositories?: ForgeRepositories;
   /** Called after a handoff was stored, so the runtime can move the loop on. */
   onHandoff?: (handoff: LoopHandoffRow) => void;
+  /** The running loops' forge_shell jobs. */
+  jobs?: LoopJobRegistry;
 }
 
 export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToolBackend {
@@ -98,7 +102,31 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
     return key;
   }
 
+  function jobsOf(caller: ForgeToolCaller): LoopJobs {
+    const loop = loopOf(caller);
+    const jobs = options.jobs?.get(projectId, loop.name);
+    if (!jobs) throw new ForgeToolError(`Loop "${loop.name}" is not driven by this Forge process right now, so it cannot run jobs; end your turn.`);
+    return jobs;
+  }
+
+  async function refusingBadJobRequests(run: () => Promise<string>): Promise<string> {
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof JobRequestError) throw new ForgeToolError(error.message);
+      throw error;
+    }
+  }
+
   return {
+    async shell(caller, args) {
+      return refusingBadJobRequests(() => jobsOf(caller).shell(args));
+    },
+
+    async jobs(caller, args) {
+      return refusingBadJobRequests(() => jobsOf(caller).jobs(args));
+    },
+
     async reviewWrite(caller, args: ReviewWriteArgs) {
       const loop = loopOf(caller);
       const file = findingPath(loop, args.file);

@@ -151,6 +151,10 @@ export type AgentEvent =
       messageId: string;
       tool?: string;
       toolStatus?: AgentToolCall['status'];
+      /** The tool call's id (tool activity only). */
+      callId?: string;
+      /** The tool call's arguments as opencode reports them (tool activity only). */
+      toolInput?: Record<string, unknown>;
     }
   | { type: 'session.created'; sessionId: string; parentSessionId?: string; rootSessionId: string }
   | { type: 'permission.asked'; rootSessionId: string; request: PermissionRequest }

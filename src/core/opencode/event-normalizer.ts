@@ -129,7 +129,18 @@ export function createEventNormalizer(): EventNormalizer {
         switch (part.type) {
           case 'tool': {
             const state = (part.state ?? {}) as Record<string, unknown>;
-            return [{ ...base, kind: 'tool', tool: str(part.tool) ?? '', toolStatus: toolStatus(state.status) }];
+            const callId = str(part.callID);
+            const input = state.input && typeof state.input === 'object' && !Array.isArray(state.input) ? (state.input as Record<string, unknown>) : undefined;
+            return [
+              {
+                ...base,
+                kind: 'tool',
+                tool: str(part.tool) ?? '',
+                toolStatus: toolStatus(state.status),
+                ...(callId ? { callId } : {}),
+                ...(input ? { toolInput: input } : {}),
+              },
+            ];
           }
           case 'text':
             return [{ ...base, kind: 'text' }];

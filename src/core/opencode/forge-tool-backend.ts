@@ -5,6 +5,8 @@
  */
 import type {
   ForgeAgentRole,
+  JobsArgs,
+  ShellArgs,
   LoopHandoffArgs,
   PlanAdjustArgs,
   PlanEditArgs,
@@ -46,4 +48,8 @@ export interface ForgeToolBackend {
   sectionRead(caller: ForgeToolCaller, args: SectionReadArgs): Promise<string>;
   planAdjust(caller: ForgeToolCaller, args: PlanAdjustArgs): Promise<string>;
   loopHandoff(caller: ForgeToolCaller, args: LoopHandoffArgs): Promise<string>;
+  /** `forge_shell`: runs a command as one of the loop's jobs (in its sandbox when it has one). */
+  shell(caller: ForgeToolCaller, args: ShellArgs): Promise<string>;
+  /** `forge_jobs`: lists, polls, reads or kills the loop's jobs. */
+  jobs(caller: ForgeToolCaller, args: JobsArgs): Promise<string>;
 }

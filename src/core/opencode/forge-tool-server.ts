@@ -96,6 +96,9 @@ export interface ForgeToolServer {
   close(): Promise<void>;
 }
 
+/** What opencode waits for a Forge tool call: forge_shell's longest wait (600 s) plus headroom. */
+export const MCP_REQUEST_TIMEOUT_MS = 630_000;
+
 const BACKEND_METHOD: Record<ForgeToolName, keyof ForgeToolBackend> = {
   review_write: 'reviewWrite',
   review_read: 'reviewRead',
@@ -106,6 +109,8 @@ const BACKEND_METHOD: Record<ForgeToolName, keyof ForgeToolBackend> = {
   section_read: 'sectionRead',
   plan_adjust: 'planAdjust',
   loop_handoff: 'loopHandoff',
+  shell: 'shell',
+  jobs: 'jobs',
 };
 
 interface ScopeState {
@@ -252,7 +257,8 @@ export async function startForgeToolServer(options: ForgeToolServerOptions): Pro
           headers: { Authorization: `Bearer ${secret}` },
           oauth: false,
           enabled: true,
-          timeout: 30_000,
+          // opencode applies this to tool calls too: forge_shell may wait up to max_wait_ms (600 s).
+          timeout: MCP_REQUEST_TIMEOUT_MS,
         },
         setActiveSession(session) {
           state.active = session ? { ...session } : undefined;

@@ -29,12 +29,14 @@ export const FORGE_TOOL_NAMES = [
   'section_read',
   'plan_adjust',
   'loop_handoff',
+  'shell',
+  'jobs',
 ] as const;
 export type ForgeToolName = (typeof FORGE_TOOL_NAMES)[number];
 
 export const TOOLS_BY_ROLE: Record<ForgeAgentRole, readonly ForgeToolName[]> = {
   auditor: ['review_write', 'review_read', 'review_delete', 'section_read', 'plan_read', 'plan_adjust', 'loop_handoff'],
-  code: ['review_read', 'plan_read', 'section_read', 'loop_handoff'],
+  code: ['review_read', 'plan_read', 'section_read', 'loop_handoff', 'shell', 'jobs'],
   architect: ['plan_read', 'plan_write', 'plan_edit'],
 };
 
@@ -143,6 +145,31 @@ export const auditorHandoffPayload = z.object({
   followUps: looseText.default(''),
 });
 
+export const shellArgs = z.object({
+  command: nonEmpty('command').describe('The shell command, run in the worktree (inside the loop\'s sandbox when it has one).'),
+  success_pattern: z
+    .string()
+    .optional()
+    .describe('Regular expression: the call returns as soon as new output matches it (a server\'s "listening on" line); the process keeps running.'),
+  idle_ms: z.number().int().min(100).max(600_000).optional().describe('Return "still-running" with the job id after this long without output (default 60000).'),
+  max_wait_ms: z.number().int().min(100).max(600_000).optional().describe('Return "still-running" after this long in any case (default 120000, at most 600000); the process is not stopped.'),
+  run_in_background: z.boolean().optional().describe('Return at once with the job id; follow it with forge_jobs.'),
+  keep_alive: z.boolean().optional().describe('With success_pattern: false kills the process once the pattern matched (default true: it keeps running).'),
+  description: z.string().optional().describe('Optional: what the command does, in a few words.'),
+});
+
+export const jobsArgs = z
+  .object({
+    action: z.enum(['list', 'poll', 'log', 'kill']).describe('list: the loop\'s jobs · poll: wait (bounded) for new output or the exit · log: read the log by lines · kill: kill the job\'s whole process tree.'),
+    jobId: z.string().trim().min(1).optional().describe('The job (as forge_shell returned it); required except for list.'),
+    wait_ms: z.number().int().min(0).max(30_000).optional().describe('poll: how long to wait for new output or the exit (default 10000, at most 30000).'),
+    offset: z.number().int().min(0).optional().describe('log: first line (0-based).'),
+    limit: z.number().int().min(1).max(2000).optional().describe('log: number of lines (default 200).'),
+  })
+  .refine((v) => v.action === 'list' || v.jobId !== undefined, { message: 'jobId is required for poll, log and kill' });
+
+export type ShellArgs = z.infer<typeof shellArgs>;
+export type JobsArgs = z.infer<typeof jobsArgs>;
 export type ReviewWriteArgs = z.infer<typeof reviewWriteArgs>;
 export type ReviewReadArgs = z.infer<typeof reviewReadArgs>;
 export type ReviewDeleteArgs = z.infer<typeof reviewDeleteArgs>;
@@ -208,5 +235,16 @@ export const FORGE_TOOLS: Record<ForgeToolName, ForgeToolDefinition> = {
     description:
       'End your pass. Coder: give decisions, verification and notesForAuditor. Auditor: give summary, done, deviations and followUps (record findings with review_write first).',
     args: loopHandoffArgs,
+  },
+  shell: {
+    name: 'shell',
+    description:
+      'Run a shell command that can never hang your session: returns on the first of the process exiting (exit code and output tail), success_pattern matching its output, idle_ms without output or max_wait_ms (then "still-running" and a job id; the process keeps running), or at once with run_in_background. Use it for servers, watchers, test suites and anything long-running; follow jobs with forge_jobs. Jobs end with the loop.',
+    args: shellArgs,
+  },
+  jobs: {
+    name: 'jobs',
+    description: "Manage this loop's forge_shell jobs: list them, poll one (waits up to wait_ms for new output or its exit), read its log by lines, or kill it with its whole process tree.",
+    args: jobsArgs,
   },
 };

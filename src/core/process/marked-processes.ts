@@ -9,36 +9,55 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Signals every process (but this one) whose environment has `variable=marker`; the count signalled. Linux (/proc); 0 elsewhere. */
 export function signalMarkedProcesses(variable: string, marker: string, signal: NodeJS.Signals): number {
-  if (!existsSync('/proc/self/environ')) return 0;
-  const needle = Buffer.from(`${variable}=${marker}\0`);
-  const afterNul = Buffer.concat([Buffer.from([0]), needle]);
   let signalled = 0;
   // Two sweeps: a process may fork while the first one runs.
   for (let sweep = 0; sweep < 2; sweep++) {
-    let entries: string[];
-    try {
-      entries = readdirSync('/proc');
-    } catch {
-      return signalled;
-    }
-    for (const entry of entries) {
-      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-      let environ: Buffer;
+    for (const pid of markedProcessIds(variable, marker)) {
       try {
-        environ = readFileSync(`/proc/${entry}/environ`);
+        process.kill(pid, signal);
+        signalled += 1;
       } catch {
-        continue; // gone, or not ours to read
-      }
-      // The marker is a whole variable: the first one, or one after a NUL (never the tail of another name).
-      if (environ.subarray(0, needle.length).equals(needle) || environ.includes(afterNul)) {
-        try {
-          process.kill(Number(entry), signal);
-          signalled += 1;
-        } catch {
-          // already gone
-        }
+        // already gone
       }
     }
   }
   return signalled;
+}
+
+/** The processes (but this one) whose environment has `variable=marker`, with their command lines. Linux (/proc); none elsewhere. */
+export function findMarkedProcesses(variable: string, marker: string): Array<{ pid: number; command: string }> {
+  return markedProcessIds(variable, marker).map((pid) => {
+    let command = '';
+    try {
+      command = readFileSync(`/proc/${pid}/cmdline`).toString('utf8').split('\0').filter(Boolean).join(' ');
+    } catch {
+      // gone meanwhile
+    }
+    return { pid, command };
+  });
+}
+
+function markedProcessIds(variable: string, marker: string): number[] {
+  if (!existsSync('/proc/self/environ')) return [];
+  const needle = Buffer.from(`${variable}=${marker}\0`);
+  const afterNul = Buffer.concat([Buffer.from([0]), needle]);
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    let environ: Buffer;
+    try {
+      environ = readFileSync(`/proc/${entry}/environ`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    // The marker is a whole variable: the first one, or one after a NUL (never the tail of another name).
+    if (environ.subarray(0, needle.length).equals(needle) || environ.includes(afterNul)) found.push(Number(entry));
+  }
+  return found;
 }

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxError } from './types';
 import type { SandboxHandle } from './manager';
+import { renderWatchdogStamp } from '../jobs/job-core';
 
 /**
  * Routes an opencode server's shell commands into a loop's sandbox.
@@ -58,6 +59,8 @@ export interface OpencodeSandboxAdditions {
    */
   config: { shell: string; formatter: false; lsp: false };
   shellShimPath: string;
+  /** Where each builtin shell call registers its watchdog marker and command. */
+  callsDir: string;
   ripgrepShimPath: string;
 }
 
@@ -72,9 +75,10 @@ function shimHeader(handle: SandboxHandle, what: string): string {
   ].join('\n');
 }
 
-export function renderShellShim(handle: SandboxHandle, launch: string): string {
+export function renderShellShim(handle: SandboxHandle, launch: string, callsDir?: string): string {
   return [
     shimHeader(handle, 'Runs the opencode shell tool\'s command'),
+    ...(callsDir ? renderWatchdogStamp(callsDir) : []),
     'if [ "$#" -eq 2 ] && [ "$1" = "-c" ]; then',
     '  FORGE_COMMAND=$2',
     'else',
@@ -121,7 +125,9 @@ export async function prepareOpencodeSandbox(
   const launch = await handle.runtime.renderShimLaunch(handle.settings);
   const shellShimPath = path.join(dir, SHELL_SHIM_NAME);
   const ripgrepShimPath = path.join(binDir, 'rg');
-  await writeExecutable(shellShimPath, renderShellShim(handle, launch));
+  const callsDir = path.join(dir, 'calls');
+  await fs.mkdir(callsDir, { recursive: true });
+  await writeExecutable(shellShimPath, renderShellShim(handle, launch, callsDir));
   await writeExecutable(ripgrepShimPath, renderRipgrepShim(handle, launch));
   const basePath = options.basePath ?? process.env.PATH ?? '/usr/bin:/bin';
   return {
@@ -135,6 +141,7 @@ export async function prepareOpencodeSandbox(
     config: { shell: shellShimPath, formatter: false, lsp: false },
     shellShimPath,
     ripgrepShimPath,
+    callsDir,
   };
 }
 

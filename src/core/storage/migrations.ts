@@ -286,6 +286,33 @@ const planDrafts: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, planDrafts];
+/**
+ * The shell-hang watchdog (issue 16): each time it killed (or, in dry-run, would have killed)
+ * the processes of a builtin shell call that ran past its threshold, or found nothing to kill.
+ */
+const shellInterventions: Migration = {
+  id: 6,
+  name: 'shell watchdog interventions',
+  up: (tx) =>
+    statements(tx, [
+      `CREATE TABLE shell_interventions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id TEXT NOT NULL,
+        loop_name TEXT NOT NULL,
+        session_id TEXT,
+        call_id TEXT,
+        command TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        action TEXT NOT NULL,
+        elapsed_ms INTEGER NOT NULL,
+        threshold_ms INTEGER NOT NULL,
+        processes TEXT NOT NULL,
+        at INTEGER NOT NULL
+      )`,
+      `CREATE INDEX shell_interventions_by_loop ON shell_interventions (project_id, loop_name, id)`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, shellInterventions, planDrafts];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

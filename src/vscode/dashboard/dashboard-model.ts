@@ -156,6 +156,15 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
       pseudo: isLoopLevelFindingPath(f.file),
     })),
     checks: buildCheckViews(storedCheckSpecs(loop), repos.checkRuns.listByLoop(projectId, name)),
+    shellInterventions: repos.shellInterventions.listByLoop(projectId, name).map((i) => ({
+      id: i.id,
+      action: i.action,
+      command: i.command,
+      elapsedMs: i.elapsedMs,
+      thresholdMs: i.thresholdMs,
+      processes: i.processes,
+      at: i.at,
+    })),
     sessions: repos.sessionUsage.listByLoop(projectId, name).map((s) => ({
       sessionId: s.sessionId,
       role: s.role,

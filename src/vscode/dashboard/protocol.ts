@@ -159,6 +159,8 @@ export interface LoopDetail {
   readonly findings: readonly FindingView[];
   /** The loop's verification checks (empty: it has none). */
   readonly checks: readonly CheckView[];
+  /** What the shell-hang watchdog did in this loop (empty: nothing). */
+  readonly shellInterventions: readonly ShellInterventionView[];
   readonly sessions: readonly SessionView[];
   readonly usageTotal: UsageView & { readonly sessions: number };
   readonly usageByModel: readonly (UsageView & { readonly model: string })[];
@@ -221,3 +223,14 @@ export type WebviewToHost =
 
 /** The phases in the order the diagram lays them out. */
 export const DIAGRAM_PHASES = ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'] as const;
+
+/** One intervention of the shell-hang watchdog: a builtin bash call that ran past its threshold. */
+export interface ShellInterventionView {
+  readonly id: number;
+  readonly action: 'killed' | 'dry-run' | 'unresolved';
+  readonly command: string;
+  readonly elapsedMs: number;
+  readonly thresholdMs: number;
+  readonly processes: readonly { readonly pid: number; readonly command: string }[];
+  readonly at: number;
+}

@@ -73,6 +73,7 @@ describe('storage: migrations', function () {
       'preferences',
       'review_findings',
       'section_plans',
+      'shell_interventions',
     ]);
     assert.deepEqual(
       db.query('SELECT id, name, applied_at FROM migrations ORDER BY id'),

@@ -12,6 +12,7 @@ import { createPlanDraftsRepository, type PlanDraftsRepository } from './plan-dr
 import { createPreferencesRepository, type PreferencesRepository } from './preferences-repository';
 import { createReviewFindingsRepository, type ReviewFindingsRepository } from './review-findings-repository';
 import { createSectionPlansRepository, type SectionPlansRepository } from './section-plans-repository';
+import { createShellInterventionsRepository, type ShellInterventionsRepository } from './shell-interventions-repository';
 import { systemClock, type Clock } from './row-values';
 
 export * from './check-runs-repository';
@@ -27,6 +28,7 @@ export * from './plan-drafts-repository';
 export * from './preferences-repository';
 export * from './review-findings-repository';
 export * from './section-plans-repository';
+export * from './shell-interventions-repository';
 export { RowNotFoundError, systemClock, type Clock } from './row-values';
 
 export interface ForgeRepositories {
@@ -43,6 +45,7 @@ export interface ForgeRepositories {
   readonly attempts: LoopAttemptsRepository;
   readonly preferences: PreferencesRepository;
   readonly checkRuns: CheckRunsRepository;
+  readonly shellInterventions: ShellInterventionsRepository;
 }
 
 /**
@@ -65,5 +68,6 @@ export function createForgeRepositories(db: SqlExecutor, clock: Clock = systemCl
     attempts: createLoopAttemptsRepository(db, clock),
     preferences: createPreferencesRepository(db, clock),
     checkRuns: createCheckRunsRepository(db, clock),
+    shellInterventions: createShellInterventionsRepository(db, clock),
   };
 }
