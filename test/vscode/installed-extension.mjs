@@ -82,20 +82,32 @@ export function installVsix({ repoRoot, vsix, runDir, node24, nodeHome, codeServ
 
   // Tools the sandboxed code-server needs, bound read-only where the checkout is not.
   const tools = join(runDir, 'tools');
+  // opencode's plugin install the tests seed fresh opencode homes with (test/support/opencode-config-seed.ts).
+  const seeds = join(repoRoot, '.cache/opencode-config-deps');
   const binds = [
     [nodeHome, join(tools, 'node')],
     [codeServerDir, join(tools, 'code-server')],
     ...(opencodePrefix ? [[realpathSync(opencodePrefix), join(tools, 'opencode-global')]] : []),
+    ...(opencodePrefix && existsSync(seeds) ? [[realpathSync(seeds), join(tools, 'opencode-config-deps')]] : []),
   ];
   for (const [, to] of binds) mkdirSync(to, { recursive: true });
-  const hiddenPaths = [...new Set([repoRoot, join(repoRoot, 'node_modules'), join(repoRoot, '.cache')].filter((p) => existsSync(p)).map((p) => realpathSync(p)))];
-  // The folders the links point into (a worktree whose node_modules is the main checkout's) go too.
-  for (const p of [...hiddenPaths]) if (existsSync(join(p, '..', 'package.json'))) hiddenPaths.push(realpathSync(join(p, '..')));
+  const candidates = [repoRoot, join(repoRoot, 'node_modules'), join(repoRoot, '.cache')].filter((p) => existsSync(p)).map((p) => realpathSync(p));
+  // The checkouts the links point into (a worktree whose node_modules is the main checkout's) go too.
+  for (const p of [...candidates]) if (existsSync(join(p, '..', 'package.json'))) candidates.push(realpathSync(join(p, '..')));
+  // A folder inside another hidden one is hidden with it.
+  const hiddenPaths = [...new Set(candidates)].filter((p, _, all) => !all.some((q) => q !== p && p.startsWith(q + '/')));
   const sandboxedNode = join(tools, 'node', node24.slice(nodeHome.length));
   const sandboxedEntry = join(tools, 'code-server', codeServerEntry.slice(codeServerDir.length));
   const opencodeBin = opencodePrefix ? join(tools, 'opencode-global', 'bin') : null;
+  // A user's global npm folder reaches the editor through the login shell's profile (VS Code's
+  // server resolves the shell environment for the extension host), not only through the
+  // server's own PATH: both are given.
   const home = join(runDir, 'home');
   mkdirSync(home, { recursive: true });
+  if (opencodeBin) {
+    const profile = `case ":$PATH:" in *":${opencodeBin}:"*) ;; *) PATH="${opencodeBin}:$PATH"; export PATH ;; esac\n`;
+    for (const file of ['.profile', '.bashrc']) writeFileSync(join(home, file), profile);
+  }
   return {
     extensionId,
     extensionPath,
@@ -122,6 +134,7 @@ export function installVsix({ repoRoot, vsix, runDir, node24, nodeHome, codeServ
     env: {
       PATH: [...(opencodeBin ? [opencodeBin] : []), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
       HOME: home,
+      ...(opencodePrefix && existsSync(seeds) ? { FORGE_TEST_OPENCODE_SEEDS: join(tools, 'opencode-config-deps') } : {}),
     },
   };
 }

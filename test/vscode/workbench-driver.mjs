@@ -61,20 +61,27 @@ export async function answerQuickInput(page, { expect, pick, value, timeoutMs = 
 }
 
 /**
- * Waits for a notification toast whose message contains `contains`, and clicks its button
- * labelled `button` when one is given. Returns the toast's message and button labels.
+ * Waits for a notification whose message contains `contains`, and clicks its button labelled
+ * `button` when one is given. A toast is looked for first; the workbench under test may show
+ * none (it keeps them in the notification center): then the center is opened
+ * (Notifications: Show Notifications), as a user clicking the bell would. Returns the
+ * notification's message and button labels.
  */
 export async function answerNotification(page, { contains, button, timeoutMs = 60_000 }) {
   if (typeof contains !== 'string' || contains === '') throw new Error('notification needs "contains": text of its message');
-  const toast = page.locator('.notifications-toasts .notification-toast', { hasText: contains }).first();
-  await toast.waitFor({ timeout: timeoutMs }).catch(() => {
-    throw new Error(`no notification containing "${contains}" within ${timeoutMs / 1000} s`);
-  });
-  const message = ((await toast.locator('.notification-list-item-message').first().textContent()) ?? '').trim();
-  const buttons = (await toast.locator('.notification-list-item-buttons-container .monaco-button').allTextContents()).map((t) => t.trim());
+  const item = page.locator('.notification-list-item:visible', { hasText: contains }).first();
+  const shown = await item.waitFor({ timeout: 5_000 }).then(() => true, () => false);
+  if (!shown) {
+    if (!(await page.locator('.notifications-center:visible').count())) await runPaletteCommand(page, 'Notifications: Show Notifications');
+    await item.waitFor({ timeout: timeoutMs }).catch(() => {
+      throw new Error(`no notification containing "${contains}" within ${timeoutMs / 1000} s (neither a toast nor in the notification center)`);
+    });
+  }
+  const message = ((await item.locator('.notification-list-item-message').first().textContent()) ?? '').trim();
+  const buttons = (await item.locator('.notification-list-item-buttons-container .monaco-button').allTextContents()).map((t) => t.trim());
   if (button !== undefined) {
     if (!buttons.includes(button)) throw new Error(`the notification "${message}" has no button "${button}" (buttons: ${buttons.join(', ') || 'none'})`);
-    await toast.locator('.notification-list-item-buttons-container .monaco-button', { hasText: button }).first().click();
+    await item.locator('.notification-list-item-buttons-container .monaco-button', { hasText: button }).first().click();
   }
   return { message, buttons };
 }

@@ -194,7 +194,8 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
    * Nothing to check when Forge attaches to a running opencode server instead.
    */
   async function refuseWithoutOpencode(): Promise<CommandResult | undefined> {
-    const settings = ctx.settings.get();
+    // Before the engine starts (which loads them) the settings' validator may not be loaded yet.
+    const settings = await ctx.settings.load();
     if (settings['forge.opencode.serverUrl']) return undefined;
     const configuredPath = settings['forge.opencode.binaryPath'] || undefined;
     const core = await ctx.loadCore();
