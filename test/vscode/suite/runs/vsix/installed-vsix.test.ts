@@ -20,21 +20,19 @@ function filesUnder(dir: string): string[] {
     .sort();
 }
 
-/** Executables of the opencode processes this extension host started (other users' processes on the machine do not count). */
-function runningOpencodeExecutables(): string[] {
-  const parentOf = (pid: number) => Number(/\) \S+ (\d+)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1] ?? 0);
-  const descends = (pid: number) => {
-    for (let p = pid, depth = 0; p > 1 && depth < 8; depth++) {
-      p = parentOf(p);
-      if (p === process.pid) return true;
-    }
-    return false;
-  };
+/**
+ * Executables of the opencode processes running in this code-server's mount namespace (the
+ * harness's bubblewrap sandbox: everything in it was started by this code-server; other users'
+ * opencode processes on the machine are in other namespaces).
+ */
+function sandboxedOpencodeExecutables(): string[] {
+  const ours = readlinkSync('/proc/self/ns/mnt');
   const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number)) {
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
+      if (readlinkSync(`/proc/${pid}/ns/mnt`) !== ours) continue;
       const exe = readlinkSync(`/proc/${pid}/exe`);
-      if (/opencode/.test(exe) && descends(pid)) found.push(exe);
+      if (/opencode/.test(exe)) found.push(exe);
     } catch {
       // Gone, or not ours to read.
     }
@@ -111,8 +109,10 @@ describe('the installed forge.vsix: a plan through the palette, opencode only on
       await vscode.commands.executeCommand('forge.refreshLoops');
       return findLoop(api.treeSnapshot(), 'greeting');
     }, 120_000, 500);
-    const opencodes = runningOpencodeExecutables();
-    assert.ok(opencodes.length > 0, 'opencode runs');
+    const opencodes = await waitFor('an opencode process of this loop', () => {
+      const running = sandboxedOpencodeExecutables();
+      return running.length > 0 ? running : undefined;
+    }, 120_000, 250);
     // The harness binds the global prefix at <run folder>/tools/opencode-global; bin/opencode links into it.
     const globalPrefix = join(installed.opencodeBin!, '..');
     for (const exe of opencodes) assert.ok(exe.startsWith(globalPrefix + sep), `opencode ran from the global install ${globalPrefix}: ${exe}`);
