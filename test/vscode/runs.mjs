@@ -55,6 +55,13 @@ export const vscodeTestRuns = [
     },
   },
   {
+    name: 'untrusted',
+    description: 'fresh git repository opened in restricted mode (workspace not trusted)',
+    trusted: false,
+    env: {},
+  },
+  // Last: packaging the VSIX rebuilds dist/ for production (minified, no source maps).
+  {
     name: 'vsix',
     description: 'the packaged forge.vsix installed into a fresh profile, checkout hidden, opencode only on PATH (global npm install)',
     trusted: true,
@@ -66,12 +73,6 @@ export const vscodeTestRuns = [
     description: 'the packaged forge.vsix installed into a fresh profile, checkout hidden, no opencode anywhere',
     trusted: true,
     installedVsix: { opencode: 'none' },
-    env: {},
-  },
-  {
-    name: 'untrusted',
-    description: 'fresh git repository opened in restricted mode (workspace not trusted)',
-    trusted: false,
     env: {},
   },
 ];
