@@ -18,6 +18,12 @@ import { fileURLToPath } from 'node:url';
 import { resolveOpencodeBinary, startOpencodeProcess } from '../../src/core/opencode/server-process';
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * Where the kept installs live: `.cache/opencode-config-deps` of the checkout, or the folder
+ * FORGE_TEST_OPENCODE_SEEDS names (the installed-VSIX runs, whose extension host cannot reach
+ * the checkout, get a read-only copy there).
+ */
+const SEEDS_DIR = process.env.FORGE_TEST_OPENCODE_SEEDS || join(REPO_ROOT, '.cache', 'opencode-config-deps');
 /** What opencode's install leaves in the config folder (and what marks it complete). */
 const INSTALLED = ['package.json', 'package-lock.json', 'node_modules'] as const;
 const INSTALL_TIMEOUT_MS = 180_000;
@@ -42,11 +48,11 @@ export async function seedOpencodeConfigDependencies(configDir: string): Promise
 async function ensureSeed(): Promise<string> {
   const binary = resolveOpencodeBinary();
   const version = execFileSync(binary, ['--version']).toString().trim();
-  const seed = join(REPO_ROOT, '.cache', 'opencode-config-deps', version);
+  const seed = join(SEEDS_DIR, version);
   if (complete(seed)) return seed;
 
   // A throw-away home, its config folder filled by opencode itself.
-  const base = join(REPO_ROOT, '.cache', 'opencode-config-deps');
+  const base = SEEDS_DIR;
   await mkdir(base, { recursive: true });
   const home = await mkdtemp(join(base, '.making-'));
   try {

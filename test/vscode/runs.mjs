@@ -13,6 +13,10 @@ import { join } from 'node:path';
  * @property {string} description
  * @property {boolean} trusted                  open the workspace trusted, or in restricted mode
  * @property {Record<string, string>} env       extra environment of code-server, and so of the extension host
+ * @property {{ opencode: 'global' | 'none' }} [installedVsix]  test the packaged forge.vsix installed with
+ *   code-server's --install-extension into an empty extensions folder, code-server under bubblewrap with the
+ *   checkout hidden (test/vscode/installed-extension.mjs); `opencode: 'global'` puts only the global install of
+ *   scripts/prereqs/opencode-global.sh on PATH, `'none'` no opencode at all
  * @property {boolean} [multiRoot]              open the workspace folder through a `.code-workspace` file (a multi-root
  *   workspace), so that tests may add folders: VS Code refuses to turn a single-folder window into a workspace under test
  * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void }>} [setup]
@@ -54,6 +58,21 @@ export const vscodeTestRuns = [
     name: 'untrusted',
     description: 'fresh git repository opened in restricted mode (workspace not trusted)',
     trusted: false,
+    env: {},
+  },
+  // Last: packaging the VSIX rebuilds dist/ for production (minified, no source maps).
+  {
+    name: 'vsix',
+    description: 'the packaged forge.vsix installed into a fresh profile, checkout hidden, opencode only on PATH (global npm install)',
+    trusted: true,
+    installedVsix: { opencode: 'global' },
+    env: {},
+  },
+  {
+    name: 'vsix-no-opencode',
+    description: 'the packaged forge.vsix installed into a fresh profile, checkout hidden, no opencode anywhere',
+    trusted: true,
+    installedVsix: { opencode: 'none' },
     env: {},
   },
 ];

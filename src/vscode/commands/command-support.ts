@@ -8,7 +8,7 @@ import type { LoopSummary } from '../loop-tree-model';
 export type CommandResult =
   | { readonly status: 'done'; readonly detail?: unknown }
   | { readonly status: 'started'; readonly loop: { readonly projectId: string; readonly name: string }; readonly notices: readonly string[] }
-  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable'; readonly message: string }
+  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable' | 'no-opencode'; readonly message: string }
   | { readonly status: 'cancelled' }
   | { readonly status: 'failed'; readonly message: string };
 

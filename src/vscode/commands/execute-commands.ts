@@ -37,6 +37,8 @@ export interface ExecuteArgs {
 }
 
 const CATALOG_TTL_MS = 10 * 60_000;
+/** The setting the missing-opencode message's button opens. */
+const OPENCODE_BINARY_SETTING = 'forge.opencode.binaryPath';
 const MAX_SESSION_PROMPT = 100_000;
 
 function parseArgs(arg: unknown): { explicit: { uri?: vscode.Uri; text?: string }; args: ExecuteArgs; interactive: boolean } {
@@ -189,11 +191,42 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     return { status: 'done', detail: 'session' };
   }
 
+  /**
+   * Refuses with what to install and how when no opencode can be found (an installed VSIX carries
+   * none), before any question is asked; the message's button opens the binary-path setting.
+   * Nothing to check when Forge attaches to a running opencode server instead.
+   */
+  async function refuseWithoutOpencode(): Promise<CommandResult | undefined> {
+    // Before the engine starts (which loads them) the settings' validator may not be loaded yet.
+    const settings = await ctx.settings.load();
+    if (settings['forge.opencode.serverUrl']) return undefined;
+    const configuredPath = settings['forge.opencode.binaryPath'] || undefined;
+    const core = await ctx.loadCore();
+    try {
+      core.resolveOpencodeBinary({ configuredPath });
+      return undefined;
+    } catch (error) {
+      ctx.log.warn(`no opencode binary: ${errorMessage(error)}`);
+      const message = configuredPath
+        ? vscode.l10n.t('Forge: {0}', errorMessage(error))
+        : vscode.l10n.t(
+            'Forge needs opencode, the coding agent it runs, and found none on PATH or in the global npm folders. Install it with `npm install -g opencode-ai` (needs Node.js), or set Forge › Opencode: Binary Path to an opencode binary; Forge looks again at the next Execute Plan.',
+          );
+      const openSetting = vscode.l10n.t('Open Setting');
+      void ctx.notifier.warn(message, openSetting).then((choice) => {
+        if (choice === openSetting) void vscode.commands.executeCommand('workbench.action.openSettings', OPENCODE_BINARY_SETTING);
+      });
+      return { status: 'refused', reason: 'no-opencode', message };
+    }
+  }
+
   registerForgeCommand(ctx, 'forge.executePlan', 'Execute Plan', async (arg) => {
     const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a plan');
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, 'execute a plan');
     if (missing) return missing;
+    const noOpencode = await refuseWithoutOpencode();
+    if (noOpencode) return noOpencode;
     const { explicit, args, interactive } = parseArgs(arg);
     const plan = await resolvePlanInput(explicit, interactive);
     if (!plan) {
@@ -241,6 +274,8 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, 'execute a goal');
     if (missing) return missing;
+    const noOpencode = await refuseWithoutOpencode();
+    if (noOpencode) return noOpencode;
     const { args, interactive } = parseArgs(arg);
     const goal =
       args.goal ??

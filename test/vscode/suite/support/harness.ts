@@ -19,6 +19,12 @@ export interface HarnessInfo {
   extensionId: string;
   /** Absolute path of the extension under development (extensionDevelopmentPath). */
   extensionPath: string;
+  /**
+   * Runs of the installed VSIX (runs.mjs `installedVsix`): the extensions folder it was installed
+   * into, the checkout's folders hidden from code-server, and the folder of the only opencode on
+   * PATH (null: none).
+   */
+  installed?: { extensionsDir: string; hiddenPaths: string[]; opencodeBin: string | null };
   /** Whether the harness asked for a trusted workspace. */
   trusted: boolean;
   /** Names of the extra environment variables the harness was asked to pass to the extension host. */
@@ -77,6 +83,25 @@ export async function requestWorkbenchProblems(): Promise<WorkbenchProblemCounts
   const body = (await response.json()) as Partial<WorkbenchProblemCounts> & { error?: string };
   if (!response.ok || typeof body.label !== 'string') throw new Error(`The harness could not read the workbench's problem counts: ${body.error ?? response.statusText}`);
   return body as WorkbenchProblemCounts;
+}
+
+/**
+ * Drives the first workbench window as a user does (test/vscode/workbench-driver.mjs):
+ * `command` `{ title }` (the palette), `quick-input` `{ expect, pick | value }` (answers the quick
+ * pick or input box showing `expect`), `notification` `{ contains, button? }` (waits for a toast,
+ * clicks a button), `texts` `{ selector }` (the text of parts of the workbench).
+ */
+export async function requestWorkbench<T = Record<string, unknown>>(what: 'command' | 'quick-input' | 'notification' | 'texts', body: Record<string, unknown>): Promise<T> {
+  const { controlUrl } = harnessInfo();
+  if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it cannot drive the workbench.');
+  const response = await fetch(`${controlUrl}/workbench/${what}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const reply = (await response.json()) as T & { error?: string };
+  if (!response.ok) throw new Error(`The harness could not do "${what}" ${JSON.stringify(body)} in the workbench: ${reply.error ?? response.statusText}`);
+  return reply;
 }
 
 /**

@@ -6,39 +6,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
-import type { TreeSnapshotNode } from '../../../../../src/vscode/api';
-import { forgeAgentOf, text, toolCall, type ScriptedRequest, type ScriptStep } from '../../../../support/scripted-model';
-import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
+import { findLoop, GREETING_PLAN, scriptGreetingLoop } from '../../support/greeting-loop';
 import { harnessInfo, requestScreenshot } from '../../support/harness';
 
-const PLAN = `# Greeting
-
-Loop Name: greeting
-
-## Objective
-A script that greets the user.
-
-## Write hello.js
-Create \`hello.js\` that prints "hello" with console.log.
-`;
-
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-
-function worktreeOf(request: ScriptedRequest): string {
-  const first = request.messages.find((m) => m.role === 'user');
-  const content = typeof first?.content === 'string' ? first.content : JSON.stringify(first?.content ?? '');
-  const dir = /git worktree (\S+?) (?:on branch|\(branch)/.exec(content)?.[1];
-  if (!dir) throw new Error('The scripted model found no worktree in the prompt.');
-  return dir;
-}
-
-function findLoop(tree: readonly TreeSnapshotNode[], name: string): { group: string; node: TreeSnapshotNode } | undefined {
-  for (const group of tree) {
-    const node = group.children.find((c) => c.label === name);
-    if (node) return { group: group.label, node };
-  }
-  return undefined;
-}
 
 describe('a plan loop through the VS Code surfaces (scripted model)', function () {
   this.timeout(720_000);
@@ -49,44 +21,13 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
   let projectId: string;
   let worktreeDir: string;
   let releaseFix: () => void = () => {};
-  const fixReleased = new Promise<void>((resolve) => (releaseFix = resolve));
   const phasesSeen: string[] = [];
   let subscription: vscode.Disposable | undefined;
 
   before(async () => {
     const env = await forgeTestEnvironment();
-    // The coder writes a misspelt greeting; the first audit records a bug on it; the coder
-    // fixes it (only once the test has seen the diagnostic); the second audit resolves it;
-    // the final audit is clean.
-    let audits = 0;
-    env.model.setHandler(async (request): Promise<ScriptStep> => {
-      const agent = forgeAgentOf(request);
-      const called = calledTools(request);
-      if (called.includes('forge_loop_handoff')) return text('Handed off.');
-      if (agent === 'forge-code') {
-        const worktree = worktreeOf(request);
-        const fixing = /Greeting is misspelt/.test(JSON.stringify(request.messages));
-        if (!called.includes('write')) {
-          if (fixing) await fixReleased;
-          return toolCall('write', { filePath: join(worktree, 'hello.js'), content: fixing ? "console.log('hello');\n" : "console.log('helo');\n" });
-        }
-        return toolCall('forge_loop_handoff', { decisions: fixing ? 'Fixed the spelling.' : 'Wrote hello.js.', verification: 'Read the file back.', notesForAuditor: '' });
-      }
-      if (agent === 'forge-auditor') {
-        if (called.length === 0) audits++;
-        if (audits === 1) {
-          if (!called.includes('forge_review_write')) {
-            return toolCall('forge_review_write', { file: 'hello.js', line: 1, severity: 'bug', description: 'Greeting is misspelt ("helo").', scenario: 'node hello.js prints "helo"' });
-          }
-          return toolCall('forge_loop_handoff', { summary: 'hello.js misspells the greeting.', done: false });
-        }
-        if (audits === 2 && !called.includes('forge_review_delete')) {
-          return toolCall('forge_review_delete', { file: 'hello.js', line: 1 });
-        }
-        return toolCall('forge_loop_handoff', { summary: audits === 2 ? 'The greeting is fixed.' : 'Final audit: the plan is implemented.', done: true });
-      }
-      return text('Nothing to do.');
-    });
+    // The greeting script: a misspelt greeting, a finding on it, the fix once the test saw the diagnostic.
+    ({ releaseFix } = scriptGreetingLoop(env.model));
 
     const api = await forgeApi();
     subscription = api.onDidChangeLoops(() => {
@@ -99,7 +40,7 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
 
     // The plan lives in the workspace's repository (untracked), as a user's plan would.
     const planFile = join(harnessInfo().workspaceFolder, 'greeting-plan.md');
-    await writeFile(planFile, PLAN);
+    await writeFile(planFile, GREETING_PLAN);
     const document = await vscode.workspace.openTextDocument(planFile);
     await vscode.window.showTextDocument(document);
   });
