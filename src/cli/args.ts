@@ -248,6 +248,7 @@ export const EXIT = {
   worktreeFailure: 7,
   opencodeFailure: 8,
   supervisionLost: 9,
+  budgetPaused: 10,
 } as const;
 
 export function exitCodeFor(reason: TerminationReason): number {
@@ -273,5 +274,7 @@ export function exitCodeFor(reason: TerminationReason): number {
       return EXIT.worktreeFailure;
     case 'session_creation_failed':
       return EXIT.opencodeFailure;
+    case 'budget_reached':
+      return EXIT.budgetPaused;
   }
 }

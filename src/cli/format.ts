@@ -40,11 +40,16 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       return `[${name}] ${e.level}: ${e.message}`;
     case 'loop.usage':
       return null;
+    case 'loop.budget':
+      return `[${name}] budget ${e.level === 'paused' ? 'reached' : 'warning'}: ${e.message}`;
     case 'loop.ended': {
       const lines = [`[${name}] ended: ${e.status} (${terminationReasonToString(e.reason)}) after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}`];
       if (e.branch) lines.push(`[${name}] branch: ${e.branch}`);
       if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
       if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
+      if (e.status === 'paused') {
+        lines.push(`[${name}] paused, nothing lost. Continue with a higher budget: forge restart ${name} --budget AMOUNT (and/or --budget-tokens N); or leave it paused (forge status ${name} shows the spend).`);
+      }
       return lines.join('\n');
     }
     case 'loop.supervision_lost':

@@ -59,6 +59,11 @@ export type LoopRuntimeEvent =
   /** Forge ran a verification check (issue 13); the run is in the check log. */
   | { type: 'loop.check'; loop: LoopRef; run: CheckRunRow }
   | { type: 'loop.notice'; loop: LoopRef; level: 'info' | 'warning' | 'error'; message: string }
+  /**
+   * The cost governor: `warning` once at 80 % of a limit; `paused` when the loop stops at a
+   * hand-over because a limit is spent (a `loop.ended` with status `paused` follows).
+   */
+  | { type: 'loop.budget'; loop: LoopRef; level: 'warning' | 'paused'; message: string }
   | {
       type: 'loop.ended';
       loop: LoopRef;

@@ -8,7 +8,7 @@ export interface LoopKey {
   readonly name: string;
 }
 
-export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled';
+export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
 
 export interface LoopListItem {
   readonly key: LoopKey;
