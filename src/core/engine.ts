@@ -12,7 +12,8 @@ import { createLoopToolBackend } from './loop/tool-backend';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
 import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
-import { EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
+import { EMBEDDED_MODEL, EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
+import { estimateLoopCost, type CostEstimate, type ModelPrice, type PlanSize } from './loop/budget';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
 import type { ProviderCatalog } from './opencode/agent-client';
@@ -95,6 +96,11 @@ export interface ForgeEngine {
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
+  /**
+   * What a loop of this size would cost on these models (null: the configured default), from
+   * opencode's catalog prices: an estimate, shown before launch. Starts no loop, writes nothing.
+   */
+  estimateCost(request: { repoPath: string; size: PlanSize; model: string | null; auditorModel: string | null }): Promise<CostEstimate & { model: string | null; auditorModel: string | null }>;
   sandboxStatus(): Promise<{ available: boolean; driver: string | null; reason: string | null }>;
   buildSandboxImage(onLog: (line: string) => void, signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
@@ -387,6 +393,28 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       } finally {
         await server.stop();
       }
+    },
+    async estimateCost(request) {
+      const settings = options.settings();
+      // The models the loop would get, as runtime.start picks them (the embedded model only where it would run).
+      let model = request.model || settings['forge.model'] || baseEnv().FORGE_MODEL || null;
+      if (!model && options.embeddedModel && !(options.userHasDefaultModel && (await options.userHasDefaultModel()))) model = EMBEDDED_MODEL;
+      const auditorModel = request.auditorModel || settings['forge.auditorModel'] || model;
+      const embedded = (m: string | null) => !!m && m.startsWith(`${EMBEDDED_PROVIDER_ID}/`);
+      let catalog: ProviderCatalog | undefined;
+      const priceOf = async (m: string | null): Promise<ModelPrice | null> => {
+        if (!m) return null;
+        if (embedded(m)) return { input: 0, output: 0 };
+        const known: ProviderCatalog = (catalog ??= await (this as ForgeEngine).providers(request.repoPath).catch((error: unknown) => {
+          log.warn(`could not read opencode's model prices: ${String(error)}`);
+          return { providers: [], defaults: {} };
+        }));
+        const slash = m.indexOf('/');
+        const info = known.providers.find((p) => p.id === m.slice(0, slash))?.models.find((x) => x.modelId === m.slice(slash + 1));
+        return info?.cost ?? null;
+      };
+      const prices = { code: await priceOf(model), auditor: await priceOf(auditorModel) };
+      return { ...estimateLoopCost(request.size, prices), model, auditorModel };
     },
     async sandboxStatus() {
       const { driver, reason } = await resolveSandboxDriver();

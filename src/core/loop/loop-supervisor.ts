@@ -279,6 +279,8 @@ export class LoopSupervisor {
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
       return;
     }
+    // The variant belongs to the coding model: auditor sessions on that same model use it too.
+    const variant = readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined;
     const { attempt, updated } = this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
       this.flushDeferredWrites(repos);
@@ -289,6 +291,7 @@ export class LoopSupervisor {
         sectionIndex: state.sectionIndex,
         sessionId,
         model: modelText,
+        variant: variant ?? null,
       });
       return { attempt: started, updated: repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' }) };
     });
@@ -307,8 +310,7 @@ export class LoopSupervisor {
       retryAttempt: 0,
       attemptId: attempt.id,
       inFlight: true,
-      // The variant belongs to the coding model: auditor sessions on that same model use it too.
-      variant: readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined,
+      variant,
       serverGeneration: this.agent!.server.generation(),
     };
     this.agent!.scope.setActiveSession({ sessionId, role });

@@ -250,6 +250,13 @@ const verificationChecks: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks];
+/** Issue 16: a restart may change the loop's models and variant; each attempt records its variant beside its model. */
+const attemptVariants: Migration = {
+  id: 5,
+  name: 'attempt variants',
+  up: (tx) => statements(tx, [`ALTER TABLE loop_attempts ADD COLUMN variant TEXT`]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;
