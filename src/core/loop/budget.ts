@@ -32,6 +32,8 @@ export interface BudgetSpend {
 
 /** At this fraction of a limit Forge warns (once per loop run). */
 export const BUDGET_WARN_FRACTION = 0.8;
+/** Money is summed in floating point: $2.40 of $3.00 is 80 %, not 79.999…. */
+const EPSILON = 1e-9;
 
 export const NO_BUDGET: LoopBudget = Object.freeze({ money: null, tokens: null, auditorShare: null });
 
@@ -89,7 +91,7 @@ export type BudgetDecision =
 export function budgetDecision(budget: LoopBudget | null | undefined, spend: BudgetSpend, nextRole: Role, warned: boolean): BudgetDecision {
   if (!hasBudget(budget)) return { kind: 'within' };
   const uses = budgetUses(budget, spend);
-  const binding = uses.find((u) => u.fraction >= 1 && (u.role === null || u.role === nextRole));
+  const binding = uses.find((u) => u.fraction >= 1 - EPSILON && (u.role === null || u.role === nextRole));
   if (binding) {
     const whose = binding.role === null ? 'the loop' : binding.role === 'code' ? 'the coder' : 'the auditor';
     return {
@@ -106,10 +108,10 @@ export function budgetDecision(budget: LoopBudget | null | undefined, spend: Bud
 export function budgetWarning(budget: LoopBudget | null | undefined, spend: BudgetSpend): { use: BudgetUse; message: string } | null {
   if (!hasBudget(budget)) return null;
   const fullest = budgetUses(budget, spend)[0];
-  if (!fullest || fullest.fraction < BUDGET_WARN_FRACTION) return null;
+  if (!fullest || fullest.fraction < BUDGET_WARN_FRACTION - EPSILON) return null;
   return {
     use: fullest,
-    message: `${Math.floor(Math.min(fullest.fraction, 1) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). At 100 % the loop pauses at its next hand-over.`,
+    message: `${Math.floor(Math.min(fullest.fraction + EPSILON, 1) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). At 100 % the loop pauses at its next hand-over.`,
   };
 }
 
