@@ -338,6 +338,29 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     sandbox: sandboxPort,
   });
 
+  /** opencode's provider catalog, from a server started for the question in `probeDir`. */
+  async function listProviders(probeDir: string): Promise<ProviderCatalog> {
+    await mkdir(probeDir, { recursive: true });
+    const env = baseEnv();
+    const server = await startSupervisedOpencode({
+      binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
+      cwd: probeDir,
+      baseEnv: env,
+      extraEnv: options.opencodeExtraEnv,
+      restart: { maxAttempts: 0 },
+    });
+    try {
+      const client = createSdkAgentClient({ server, directory: probeDir });
+      try {
+        return await client.providers();
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await server.stop();
+    }
+  }
+
   const listeners = new Set<() => void>();
   let timer: NodeJS.Timeout | undefined;
   const fire = () => {
@@ -374,24 +397,13 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       // from a folder of Forge's own, never from the user's repository.
       void repoPath;
       const probeDir = join(dataDir, 'provider-probe');
-      await mkdir(probeDir, { recursive: true });
-      const env = baseEnv();
-      const server = await startSupervisedOpencode({
-        binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
-        cwd: probeDir,
-        baseEnv: env,
-        extraEnv: options.opencodeExtraEnv,
-        restart: { maxAttempts: 0 },
-      });
+      // The probe's server and stream do not hold the process open (a loop's timers do that):
+      // a host with nothing else running (forge run --dry-run) would exit in the middle.
+      const keepAlive = setInterval(() => {}, 60_000);
       try {
-        const client = createSdkAgentClient({ server, directory: probeDir });
-        try {
-          return await client.providers();
-        } finally {
-          await client.close();
-        }
+        return await listProviders(probeDir);
       } finally {
-        await server.stop();
+        clearInterval(keepAlive);
       }
     },
     async estimateCost(request) {
