@@ -389,7 +389,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   async function cancel(ref: LoopRef): Promise<void> {
     const loop = repos.loops.get(ref.projectId, ref.name);
     if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
-    if (loop.status !== 'running' && loop.status !== 'starting') {
+    // A paused loop (budget) can be ended too: it is recorded as cancelled, its work kept.
+    if (loop.status !== 'running' && loop.status !== 'starting' && loop.status !== 'paused') {
       throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}).`);
     }
     const sup = supervisors.get(key(ref));
@@ -397,7 +398,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       await sup.stop('cancel');
       return;
     }
-    if (supervisorOf(loop).state === 'alive') {
+    if (loop.status !== 'paused' && supervisorOf(loop).state === 'alive') {
       // Another process drives it: ask that supervisor to cancel at its next lease tick.
       repos.loops.mergeState(ref.projectId, ref.name, { cancelRequested: true });
       return;
