@@ -142,6 +142,11 @@ export interface LoopDetail {
   readonly checks: readonly CheckView[];
   readonly sessions: readonly SessionView[];
   readonly usageTotal: UsageView & { readonly sessions: number };
+  /**
+   * The cost governor (absent: no budget): the budget in words, and how full each limit is,
+   * fullest first; `warning` from 80 %, `reached` at 100 % (the loop pauses at its next hand-over).
+   */
+  readonly budget?: { readonly text: string; readonly used: readonly { readonly limit: string; readonly percent: number }[]; readonly state: 'ok' | 'warning' | 'reached' };
   readonly usageByModel: readonly (UsageView & { readonly model: string })[];
   readonly usageByRole: readonly (UsageView & { readonly role: string })[];
   readonly completionSummary: string | null;
