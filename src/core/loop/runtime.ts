@@ -47,7 +47,7 @@ import {
   type StartLoopRequest,
 } from './runtime-types';
 import { initialState, roleOfPhase, terminationStatusFor } from './state';
-import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, hasBudget, spendFromTotals, type LoopBudget } from './budget';
+import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, formatMoney, formatTokens, hasBudget, spendFromTotals, type LoopBudget } from './budget';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
@@ -460,7 +460,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       const spend = spendFromTotals(repos.sessionUsage.totalsByRole(ref.projectId, ref.name));
       const nextRole = roleOfPhase(before.loopState.phase);
       if (!budgetAllowsContinuing(budget, spend, nextRole)) {
-        const spent = hasBudget(before.budget) ? budgetUses(before.budget, spend).filter((u) => u.fraction >= 1).map((u) => `${u.what}: ${u.used.toFixed(u.what.endsWith('money') ? 4 : 0)} of ${u.limit}`).join('; ') : '';
+        const spent = hasBudget(before.budget) ? budgetUses(before.budget, spend).filter((u) => u.fraction >= 1 - 1e-9).map((u) => `${u.what}: ${u.what.endsWith('money') ? `${formatMoney(u.used)} of ${formatMoney(u.limit)}` : `${formatTokens(u.used)} of ${formatTokens(u.limit)}`}`).join('; ') : '';
         throw new LoopRuntimeError(
           'bad_request',
           `Loop "${ref.name}" is paused because its budget (${describeBudget(before.budget)}) is spent${spent ? ` (${spent})` : ''}. ${options.budget ? `The new budget (${describeBudget(budget)}) leaves no room for the next session either. ` : ''}Restart it with a higher budget, for example --budget or --budget-tokens above what it spent (forge status ${ref.name} shows the spend).`,
