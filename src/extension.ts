@@ -164,6 +164,23 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
         case 'loop.notice':
           log[event.level === 'error' ? 'error' : event.level === 'warning' ? 'warn' : 'info'](`${name}: ${event.message}`);
           break;
+        case 'loop.budget': {
+          // The cost governor: a warning at 80 %; at 100 % the loop paused and the user decides.
+          log.warn(`${name}: ${event.message}`);
+          if (event.level === 'warning') {
+            void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}": {1}', name, event.message), vscode.l10n.t('Open Dashboard')).then((choice) => {
+              if (choice) void ctx.dashboard.show({ loop: event.loop });
+            });
+            break;
+          }
+          const raise = vscode.l10n.t('Raise Budget and Continue');
+          const end = vscode.l10n.t('End Loop');
+          void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" is paused: {1}', name, event.message), raise, end).then((choice) => {
+            if (choice === raise) void vscode.commands.executeCommand('forge.restartLoop', event.loop);
+            if (choice === end) void vscode.commands.executeCommand('forge.cancelLoop', event.loop);
+          });
+          break;
+        }
         case 'loop.commit':
           log.info(`${name}: committed ${event.sha.slice(0, 8)} ${event.message.split('\n')[0]}`);
           break;

@@ -369,6 +369,15 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
 
   const usage = section(
     `Usage — ${formatCost(detail.usageTotal.cost)}, ${detail.usageTotal.sessions} session${detail.usageTotal.sessions === 1 ? '' : 's'}`,
+    ...(detail.budget
+      ? [
+          h(
+            'p',
+            { class: detail.budget.state === 'ok' ? 'muted' : 'warning' },
+            `Budget ${detail.budget.text}: ${detail.budget.used.map((u) => `${u.limit} ${u.percent} %`).join(', ')}${detail.budget.state === 'reached' ? ' — reached: the loop pauses at its next hand-over (restart it with a higher budget)' : detail.budget.state === 'warning' ? ' — over 80 %' : ''}`,
+          ),
+        ]
+      : []),
     usageTable('model', detail.usageByModel.map((u) => ({ label: u.model, usage: u })), 'model'),
     usageTable('role', detail.usageByRole.map((u) => ({ label: u.role, usage: u })), 'role'),
     h('vscode-collapsible', { title: `Sessions (${detail.sessions.length})` }, usageTable('session', detail.sessions.map((s) => ({ label: `${s.role} · ${s.model} · ${s.sessionId}`, usage: s })), 'session')),

@@ -16,7 +16,9 @@ export const USAGE = `Usage:
   forge status [NAME]    [--json]    list loops, or show one
   forge findings NAME    [--json]    list a loop's review findings
   forge cancel NAME                  cancel a running loop
-  forge restart NAME     [--force]   restart a loop that is not completed
+  forge restart NAME     [--force]   restart a loop that is not completed (also on
+                                     other models or with a new budget: --model,
+                                     --auditor-model, --variant, --budget …)
 
 Options:
   --repo DIR               git repository (default: current directory)
@@ -28,6 +30,14 @@ Options:
   --auditor-model P/M      audit model (default: --model)
   --variant NAME           variant of the coding model (reasoning effort, e.g.
                            high, max, minimal: see opencode models --verbose)
+  --budget AMOUNT          money budget of the loop, e.g. 5.00 (USD as opencode
+                           prices the models; default forge.budget.money)
+  --budget-tokens N        token budget of the loop, e.g. 2000000
+  --budget-auditor-share S share of the budget the auditor may spend (0..1,
+                           e.g. 0.3; the coder gets the rest)
+                           At 80 % Forge warns; at 100 % the loop pauses at the
+                           next hand-over (exit 10) until restarted with more.
+  --dry-run                run: print the plan's cost estimate and start nothing
   --sandbox                require a sandbox (refuse to start without one)
   --no-sandbox             run unconfined (by default a loop is sandboxed
                            where a driver works, else unconfined with a warning)
@@ -45,7 +55,7 @@ Options:
 
 Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
 6 model or agent failure; 7 worktree failure; 8 opencode failure;
-9 another process took over the loop; 1 internal error.`;
+9 another process took over the loop; 10 paused: budget reached; 1 internal error.`;
 
 export interface CommonOptions {
   repo: string;
@@ -62,6 +72,26 @@ export interface RunOptions extends CommonOptions {
   /** true: required (--sandbox); false: off (--no-sandbox); null: the settings decide. */
   sandbox: boolean | null;
   merge: 'never' | 'fast-forward' | 'merge' | null;
+  /** Budget fields given on the command line (null: none given, the settings decide). */
+  budget: BudgetArgs | null;
+  /** --dry-run: print the estimate, start nothing. */
+  dryRun: boolean;
+}
+
+/** `--budget`, `--budget-tokens`, `--budget-auditor-share` as given (absent fields: not given). */
+export interface BudgetArgs {
+  money?: number;
+  tokens?: number;
+  auditorShare?: number;
+}
+
+/** What `forge restart` may change besides taking over (issue 16). */
+export interface RestartArgs {
+  force: boolean;
+  model: string | null;
+  auditorModel: string | null;
+  variant: string | null;
+  budget: BudgetArgs | null;
 }
 
 /** A goal's contract: checks Forge runs itself before the goal can complete (issue 13). */
@@ -81,7 +111,7 @@ export type CliCommand =
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
-  | ({ command: 'restart'; name: string; force: boolean } & CommonOptions);
+  | ({ command: 'restart'; name: string } & RestartArgs & CommonOptions);
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -106,6 +136,9 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   matches: 'PATH:/REGEX/FLAGS',
   out: 'a file to write the plan to',
   continue: 'a plan draft id',
+  budget: 'an amount above 0 such as 5.00',
+  'budget-tokens': 'a whole number above 0 such as 2000000',
+  'budget-auditor-share': 'a number from 0 to 1 such as 0.3',
 };
 
 /**
@@ -124,6 +157,7 @@ function checkOptionValues(argv: readonly string[]): void {
     if (value === undefined) throw new UsageError(`--${option} needs a value: ${VALUE_OPTIONS[option]}.`);
     if (value.startsWith('-')) {
       if (option === 'max-iterations') throw new UsageError(`--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "${value}".`);
+      if (option.startsWith('budget')) throw new UsageError(`--${option} must be ${VALUE_OPTIONS[option]}, not "${value}".`);
       throw new UsageError(`--${option} needs a value (${VALUE_OPTIONS[option]}), but "${value}" looks like an option. Write --${option}=${value} if you mean it as the value.`);
     }
     i++;
@@ -158,6 +192,10 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         sandbox: { type: 'boolean' },
         'no-sandbox': { type: 'boolean' },
         merge: { type: 'string' },
+        budget: { type: 'string' },
+        'budget-tokens': { type: 'string' },
+        'budget-auditor-share': { type: 'string' },
+        'dry-run': { type: 'boolean' },
         'data-dir': { type: 'string' },
         check: { type: 'string', multiple: true },
         exists: { type: 'string', multiple: true },
@@ -182,13 +220,20 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
-  const runOnly = ['name', 'max-iterations', 'auditor-model', 'variant', 'sandbox', 'no-sandbox', 'merge'] as const;
+  const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
-    if (command !== 'plan' && v.model !== undefined) throw new UsageError('--model applies to forge run, forge goal and forge plan only.');
   }
   if (command !== 'plan') {
     for (const k of ['out', 'continue'] as const) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge plan only.`);
+  }
+  // Models and budget: chosen at the start, changed at a restart.
+  const modelAndBudget = ['model', 'auditor-model', 'variant', 'budget', 'budget-tokens', 'budget-auditor-share'] as const;
+  if (command !== 'run' && command !== 'goal' && command !== 'restart') {
+    for (const k of modelAndBudget) {
+      if (v[k] === undefined || (k === 'model' && command === 'plan')) continue;
+      throw new UsageError(k === 'model' ? '--model applies to forge run, forge goal, forge restart and forge plan only.' : `--${k} applies to forge run, forge goal and forge restart only.`);
+    }
   }
   const goalOnly = ['check', 'exists', 'contains', 'matches'] as const;
   if (command !== 'goal') {
@@ -234,20 +279,17 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       return { command, name: one('loop name'), ...common };
     case 'cancel':
       return { command, name: one('loop name'), ...common };
-    case 'restart':
-      return { command, name: one('loop name'), force: v.force ?? false, ...common };
+    case 'restart': {
+      const models = modelOptions(v as Record<string, string | boolean | undefined>);
+      return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), ...common };
+    }
     default:
       throw new UsageError(`Unknown command "${command}".`);
   }
 }
 
-function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOptions, keyof CommonOptions> {
-  let maxIterations: number | null = null;
-  const mi = v['max-iterations'];
-  if (typeof mi === 'string') {
-    if (!/^\d+$/.test(mi)) throw new UsageError(`--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "${mi}".`);
-    maxIterations = Number(mi);
-  }
+/** `--model`, `--auditor-model`, `--variant`, checked. */
+function modelOptions(v: Record<string, string | boolean | undefined>): { model: string | null; auditorModel: string | null; variant: string | null } {
   for (const k of ['model', 'auditor-model'] as const) {
     const m = v[k];
     if (typeof m === 'string' && !MODEL_RE.test(m)) {
@@ -258,6 +300,45 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
   if (typeof variant === 'string' && !VARIANT_RE.test(variant)) {
     throw new UsageError(`--variant must be a variant name such as high, max or minimal (letters, digits, "-", "_", "."), not "${variant}".`);
   }
+  return {
+    model: typeof v.model === 'string' ? v.model : null,
+    auditorModel: typeof v['auditor-model'] === 'string' ? v['auditor-model'] : null,
+    variant: typeof variant === 'string' ? variant : null,
+  };
+}
+
+/** `--budget`, `--budget-tokens`, `--budget-auditor-share`, checked (null: none given). */
+function budgetOptions(v: Record<string, string | boolean | undefined>): BudgetArgs | null {
+  const budget: BudgetArgs = {};
+  const money = v.budget;
+  if (typeof money === 'string') {
+    const n = Number(money);
+    if (!/^\d+(\.\d+)?$|^\.\d+$/.test(money.trim()) || !(n > 0)) throw new UsageError(`--budget must be ${VALUE_OPTIONS.budget}, not "${money}".`);
+    budget.money = n;
+  }
+  const tokens = v['budget-tokens'];
+  if (typeof tokens === 'string') {
+    const n = Number(tokens.replace(/_/g, ''));
+    if (!/^\d[\d_]*$/.test(tokens.trim()) || !Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--budget-tokens must be ${VALUE_OPTIONS['budget-tokens']}, not "${tokens}".`);
+    budget.tokens = n;
+  }
+  const share = v['budget-auditor-share'];
+  if (typeof share === 'string') {
+    const n = Number(share);
+    if (!/^\d*\.?\d+$/.test(share.trim()) || !(n >= 0 && n <= 1)) throw new UsageError(`--budget-auditor-share must be ${VALUE_OPTIONS['budget-auditor-share']}, not "${share}".`);
+    budget.auditorShare = n;
+  }
+  return Object.keys(budget).length > 0 ? budget : null;
+}
+
+function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOptions, keyof CommonOptions> {
+  let maxIterations: number | null = null;
+  const mi = v['max-iterations'];
+  if (typeof mi === 'string') {
+    if (!/^\d+$/.test(mi)) throw new UsageError(`--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "${mi}".`);
+    maxIterations = Number(mi);
+  }
+  const models = modelOptions(v);
   if (v.sandbox === true && v['no-sandbox'] === true) throw new UsageError('--sandbox and --no-sandbox contradict each other: give one.');
   const merge = v.merge;
   if (typeof merge === 'string' && !['never', 'fast-forward', 'merge'].includes(merge)) {
@@ -266,11 +347,11 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
   return {
     name: typeof v.name === 'string' ? v.name : null,
     maxIterations,
-    model: typeof v.model === 'string' ? v.model : null,
-    auditorModel: typeof v['auditor-model'] === 'string' ? v['auditor-model'] : null,
-    variant: typeof variant === 'string' ? variant : null,
+    ...models,
     sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
     merge: (merge as RunOptions['merge']) ?? null,
+    budget: budgetOptions(v),
+    dryRun: v['dry-run'] === true,
   };
 }
 
@@ -285,6 +366,7 @@ export const EXIT = {
   worktreeFailure: 7,
   opencodeFailure: 8,
   supervisionLost: 9,
+  budgetPaused: 10,
 } as const;
 
 export function exitCodeFor(reason: TerminationReason): number {
@@ -310,5 +392,7 @@ export function exitCodeFor(reason: TerminationReason): number {
       return EXIT.worktreeFailure;
     case 'session_creation_failed':
       return EXIT.opencodeFailure;
+    case 'budget_reached':
+      return EXIT.budgetPaused;
   }
 }

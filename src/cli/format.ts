@@ -10,6 +10,7 @@ import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
+import { budgetUses, describeBudget, hasBudget, spendFromTotals } from '../core/loop/budget';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
   if (json) {
@@ -41,11 +42,16 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       return `[${name}] ${e.level}: ${e.message}`;
     case 'loop.usage':
       return null;
+    case 'loop.budget':
+      return `[${name}] budget ${e.level === 'paused' ? 'reached' : 'warning'}: ${e.message}`;
     case 'loop.ended': {
       const lines = [`[${name}] ended: ${e.status} (${terminationReasonToString(e.reason)}) after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}`];
       if (e.branch) lines.push(`[${name}] branch: ${e.branch}`);
       if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
       if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
+      if (e.status === 'paused') {
+        lines.push(`[${name}] paused, nothing lost. Continue with a higher budget: forge restart ${name} --budget AMOUNT (and/or --budget-tokens N); or leave it paused (forge status ${name} shows the spend).`);
+      }
       return lines.join('\n');
     }
     case 'loop.supervision_lost':
@@ -63,6 +69,20 @@ export function formatCheckRun(run: CheckRunRow): string {
 
 function money(n: number): string {
   return `$${n.toFixed(4)}`;
+}
+
+/** The loop's budget and how much of each limit is used (null: no budget). */
+function budgetSummary(engine: ForgeEngine, loop: LoopRow) {
+  const budget = readExtras(loop).budget;
+  if (!hasBudget(budget)) return null;
+  const spend = spendFromTotals(engine.repos.sessionUsage.totalsByRole(loop.projectId, loop.name));
+  return {
+    money: budget.money,
+    tokens: budget.tokens,
+    auditorShare: budget.auditorShare,
+    spent: spend,
+    used: budgetUses(budget, spend).map((u) => ({ limit: u.what, used: u.used, of: u.limit, percent: Math.round(u.fraction * 100) })),
+  };
 }
 
 function loopSummary(engine: ForgeEngine, loop: LoopRow) {
@@ -83,6 +103,10 @@ function loopSummary(engine: ForgeEngine, loop: LoopRow) {
     branch: loop.branch,
     worktree: loop.worktreeDir,
     reason: loop.terminationReason,
+    model: loop.model,
+    auditorModel: loop.auditorModel,
+    variant: readExtras(loop).variant ?? null,
+    budget: budgetSummary(engine, loop),
     supervised: loop.status === 'running' && supervisorOf(loop).state === 'alive',
     confinement: confinementOf(loop),
   };
@@ -110,9 +134,11 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const marks = transitions.map((t) => ({ at: t.at, iteration: t.iteration }));
   const amendments = engine.repos.planAmendments.listByLoop(loop.projectId, loop.name).map((a) => describeAmendment(a, marks));
   const interventions = engine.repos.shellInterventions.listByLoop(loop.projectId, loop.name);
+  const attempts = engine.repos.attempts.listByLoop(loop.projectId, loop.name);
   if (json) {
     return JSON.stringify({
       ...s,
+      attempts: attempts.map((a) => ({ kind: a.kind, iteration: a.iteration, section: a.sectionIndex, attempt: a.attempt, model: a.model, variant: a.variant, outcome: a.outcome, error: a.error, session: a.sessionId, at: a.startedAt })),
       transitions: transitions.map((t) => ({ event: t.event, from: t.fromPhase, to: t.toPhase, iteration: t.iteration, section: t.sectionIndex, at: t.at })),
       checks: (readExtras(loop).checks ?? []).map((c) => ({ id: c.id, label: c.label, kind: c.kind, scope: c.scope.kind === 'section' ? `section ${c.scope.index + 1}` : c.scope.kind })),
       checkRuns: checkRuns.map((r) => ({
@@ -157,7 +183,12 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     `branch ${s.branch}   worktree ${s.worktree}`,
     `confinement: ${describeConfinement(s.confinement)}${s.confinement.sandboxed ? '' : ` — ${s.confinement.detail}`}`,
     `sections ${s.sections.done}/${s.sections.total} done; open findings: ${s.openFindings.bug} bug, ${s.openFindings.warning} warning`,
+    `models: coding ${s.model ?? 'default'}${s.variant ? ` (variant ${s.variant})` : ''}, audit ${s.auditorModel ?? 'same as coding'}`,
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
+    `budget: ${describeBudget(readExtras(loop).budget)}${s.budget ? ` — used ${s.budget.used.map((u) => `${u.limit} ${u.percent} %`).join(', ')}` : ''}`,
+    ...(s.status === 'paused' ? [`paused: continue with forge restart ${s.name} --budget AMOUNT (higher than spent), or leave it.`] : []),
+    'attempts:',
+    ...attempts.map((a) => `  ${a.kind} iteration ${a.iteration}${a.sectionIndex !== null ? ` section ${a.sectionIndex + 1}` : ''} #${a.attempt} on ${a.model ?? 'default'}${a.variant ? ` (${a.variant})` : ''}: ${a.outcome}${a.error ? ` — ${a.error.split('\n')[0]!.slice(0, 160)}` : ''}`),
     'transitions:',
     ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,

@@ -18,6 +18,8 @@ import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validati
 import { validatePlanInRepository } from './plan-check';
 import { formatDraftResult } from './format-plan';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
+import { parsePlan, PlanError } from '../core/loop/plan';
+import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -106,7 +108,13 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
   let unsubscribe = engine.runtime.subscribe(print);
   if (cmd.command === 'restart') {
     ref = { projectId: (await engine.runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
-    await engine.runtime.restart(ref, { force: cmd.force });
+    await engine.runtime.restart(ref, {
+      force: cmd.force,
+      ...(cmd.model ? { model: cmd.model } : {}),
+      ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
+      ...(cmd.variant ? { variant: cmd.variant } : {}),
+      ...(cmd.budget ? { budget: cmd.budget } : {}),
+    });
   } else {
     let planText: string | undefined;
     if (cmd.command === 'run') {
@@ -130,6 +138,7 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
       ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
       ...(cmd.variant ? { variant: cmd.variant } : {}),
       ...(cmd.sandbox !== null ? { sandbox: cmd.sandbox } : {}),
+      ...(cmd.budget ? { budget: cmd.budget } : {}),
     });
     ref = started;
   }
@@ -210,6 +219,46 @@ async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command
   }
 }
 
+/**
+ * `forge run --dry-run`: the plan is read and checked, the models resolved and priced from
+ * opencode's catalog, and the estimate printed. No loop starts: no worktree, no database row.
+ */
+async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'run' | 'goal' }>, settings: ForgeSettings): Promise<number> {
+  let size;
+  if (cmd.command === 'run') {
+    const text = await readPlan(cmd.planPath);
+    try {
+      const plan = parsePlan(text, cmd.planPath);
+      size = { kind: 'plan' as const, chars: plan.text.length, sections: plan.sections.length };
+    } catch (error) {
+      if (error instanceof PlanError) throw new UsageError(error.message);
+      throw error;
+    }
+  } else {
+    size = { kind: 'goal' as const, chars: cmd.goal.length, sections: 0 };
+  }
+  const estimate = await engine.estimateCost({ repoPath: cmd.repo, size, model: cmd.model, auditorModel: cmd.auditorModel });
+  const orNull = (n: number) => (n > 0 ? n : null);
+  const budget: LoopBudget = {
+    money: cmd.budget?.money ?? orNull(settings['forge.budget.money']),
+    tokens: cmd.budget?.tokens ?? orNull(settings['forge.budget.tokens']),
+    auditorShare: cmd.budget?.auditorShare ?? orNull(settings['forge.budget.auditorShare']),
+  };
+  const over = [
+    budget.money !== null && estimate.cost !== null && estimate.cost > budget.money ? `the estimate (${formatMoney(estimate.cost)}) is above the money budget (${formatMoney(budget.money)})` : null,
+    budget.tokens !== null && estimate.tokens > budget.tokens ? `the estimate (${formatTokens(estimate.tokens)}) is above the token budget (${formatTokens(budget.tokens)})` : null,
+  ].filter((x): x is string => x !== null);
+  if (cmd.json) {
+    out(JSON.stringify({ dryRun: true, estimate: { cost: estimate.cost, tokens: estimate.tokens, basis: estimate.basis, isEstimate: true }, model: estimate.model, auditorModel: estimate.auditorModel, budget, overBudget: over }));
+  } else {
+    out(`dry run: nothing started (no worktree, no loop).`);
+    out(`models: coding ${estimate.model ?? 'your opencode default'}, audit ${estimate.auditorModel ?? 'same as coding'}`);
+    out(describeEstimate(estimate));
+    out(`budget: ${describeBudget(budget)}${over.length > 0 ? ` — ${over.join('; ')}: the loop would likely pause before it ends` : ''}`);
+  }
+  return EXIT.completed;
+}
+
 async function readPlan(path: string): Promise<string> {
   try {
     const s = await stat(path);
@@ -256,6 +305,8 @@ async function main(argv: string[]): Promise<number> {
     switch (cmd.command) {
       case 'run':
       case 'goal':
+        if (cmd.dryRun) return await dryRun(engine, cmd, settings);
+        return await runLoop(engine, cmd);
       case 'restart':
         return await runLoop(engine, cmd);
       case 'plan':

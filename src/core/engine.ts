@@ -13,7 +13,8 @@ import { LoopJobRegistry } from './jobs/job-registry';
 import { createLoopRuntime, type LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
 import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
-import { EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
+import { EMBEDDED_MODEL, EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
+import { estimateLoopCost, type CostEstimate, type ModelPrice, type PlanSize } from './loop/budget';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
 import type { ProviderCatalog } from './opencode/agent-client';
@@ -103,6 +104,11 @@ export interface ForgeEngine {
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
+  /**
+   * What a loop of this size would cost on these models (null: the configured default), from
+   * opencode's catalog prices: an estimate, shown before launch. Starts no loop, writes nothing.
+   */
+  estimateCost(request: { repoPath: string; size: PlanSize; model: string | null; auditorModel: string | null }): Promise<CostEstimate & { model: string | null; auditorModel: string | null }>;
   sandboxStatus(): Promise<{ available: boolean; driver: string | null; reason: string | null }>;
   buildSandboxImage(onLog: (line: string) => void, signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
@@ -376,6 +382,28 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
     idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
   });
+  /** opencode's provider catalog, from a server started for the question in `probeDir`. */
+  async function listProviders(probeDir: string): Promise<ProviderCatalog> {
+    await mkdir(probeDir, { recursive: true });
+    const env = baseEnv();
+    const server = await startSupervisedOpencode({
+      binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
+      cwd: probeDir,
+      baseEnv: env,
+      extraEnv: options.opencodeExtraEnv,
+      restart: { maxAttempts: 0 },
+    });
+    try {
+      const client = createSdkAgentClient({ server, directory: probeDir });
+      try {
+        return await client.providers();
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await server.stop();
+    }
+  }
 
   const listeners = new Set<() => void>();
   let timer: NodeJS.Timeout | undefined;
@@ -414,25 +442,36 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       // from a folder of Forge's own, never from the user's repository.
       void repoPath;
       const probeDir = join(dataDir, 'provider-probe');
-      await mkdir(probeDir, { recursive: true });
-      const env = baseEnv();
-      const server = await startSupervisedOpencode({
-        binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
-        cwd: probeDir,
-        baseEnv: env,
-        extraEnv: options.opencodeExtraEnv,
-        restart: { maxAttempts: 0 },
-      });
+      // The probe's server and stream do not hold the process open (a loop's timers do that):
+      // a host with nothing else running (forge run --dry-run) would exit in the middle.
+      const keepAlive = setInterval(() => {}, 60_000);
       try {
-        const client = createSdkAgentClient({ server, directory: probeDir });
-        try {
-          return await client.providers();
-        } finally {
-          await client.close();
-        }
+        return await listProviders(probeDir);
       } finally {
-        await server.stop();
+        clearInterval(keepAlive);
       }
+    },
+    async estimateCost(request) {
+      const settings = options.settings();
+      // The models the loop would get, as runtime.start picks them (the embedded model only where it would run).
+      let model = request.model || settings['forge.model'] || baseEnv().FORGE_MODEL || null;
+      if (!model && options.embeddedModel && !(options.userHasDefaultModel && (await options.userHasDefaultModel()))) model = EMBEDDED_MODEL;
+      const auditorModel = request.auditorModel || settings['forge.auditorModel'] || model;
+      const embedded = (m: string | null) => !!m && m.startsWith(`${EMBEDDED_PROVIDER_ID}/`);
+      let catalog: ProviderCatalog | undefined;
+      const priceOf = async (m: string | null): Promise<ModelPrice | null> => {
+        if (!m) return null;
+        if (embedded(m)) return { input: 0, output: 0 };
+        const known: ProviderCatalog = (catalog ??= await (this as ForgeEngine).providers(request.repoPath).catch((error: unknown) => {
+          log.warn(`could not read opencode's model prices: ${String(error)}`);
+          return { providers: [], defaults: {} };
+        }));
+        const slash = m.indexOf('/');
+        const info = known.providers.find((p) => p.id === m.slice(0, slash))?.models.find((x) => x.modelId === m.slice(slash + 1));
+        return info?.cost ?? null;
+      };
+      const prices = { code: await priceOf(model), auditor: await priceOf(auditorModel) };
+      return { ...estimateLoopCost(request.size, prices), model, auditorModel };
     },
     async sandboxStatus() {
       const { driver, reason } = await resolveSandboxDriver();

@@ -14,6 +14,8 @@ export interface ExecutionChoices {
   readonly maxIterations: number;
   /** true: sandbox required; false: unconfined; null: the settings decide (sandboxed where a driver works). */
   readonly sandbox: boolean | null;
+  /** Money budget of the loop (null: none); absent: the forge.budget.* settings decide. */
+  readonly budget?: number | null;
 }
 
 export interface ExecutionDefaults {
@@ -106,6 +108,16 @@ export interface ExecutionFlowDeps {
   /** opencode's providers; starting opencode to ask costs seconds, so only called when a model is to be picked. */
   readonly catalog: () => Promise<ProviderCatalog | undefined>;
   readonly sandboxAvailability: () => Promise<{ available: boolean; driver?: string | null; reason: string | null }>;
+  /** Title of the steps (default: Execute Plan / Execute Goal); Restart Loop walks the same model steps. */
+  readonly title?: string;
+  /**
+   * The budget step (money; empty = none), with the estimate for the chosen models shown in
+   * it, labelled as one. Absent: no budget step.
+   */
+  readonly budget?: {
+    readonly current: number | null;
+    readonly estimate: (model: string | null, auditorModel: string | null) => Promise<string | null>;
+  };
 }
 
 /**
@@ -115,7 +127,7 @@ export interface ExecutionFlowDeps {
  */
 export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<ExecutionChoices | undefined> {
   const last = deps.memory.last();
-  const title = deps.kind === 'plan' ? 'Forge: Execute Plan' : 'Forge: Execute Goal';
+  const title = deps.title ?? (deps.kind === 'plan' ? 'Forge: Execute Plan' : 'Forge: Execute Goal');
   const fallback: ExecutionChoices = {
     mode: last.mode ?? 'loop',
     model: last.model !== undefined ? last.model : deps.defaults.model,
@@ -131,7 +143,7 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     const variant = deps.given.variant !== undefined ? deps.given.variant : chosen.model === (last.model ?? null) ? (last.variant ?? null) : null;
     return { ...chosen, variant: chosen.mode === 'session' ? null : variant };
   }
-  const steps = deps.kind === 'plan' ? 6 : 5;
+  const steps = (deps.kind === 'plan' ? 6 : 5) + (deps.budget ? 1 : 0);
   let step = 0;
   const stepTitle = () => `${title} (${++step}/${steps})`;
 
@@ -197,6 +209,20 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     }
   } else step++;
 
+  let budget: number | null | undefined = deps.given.budget;
+  if (budget === undefined && deps.budget) {
+    const estimate = await deps.budget.estimate(model, auditorModel).catch(() => null);
+    const value = await vscode.window.showInputBox({
+      title: stepTitle(),
+      prompt: vscode.l10n.t('Budget in money (for example 5.00); empty = none. At 80 % Forge warns, at 100 % the loop pauses at its next hand-over. {0}', estimate ?? ''),
+      value: deps.budget.current !== null ? String(deps.budget.current) : '',
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() === '' || (/^\d*\.?\d+$/.test(v.trim()) && Number(v) > 0) ? undefined : vscode.l10n.t('An amount above 0 such as 5.00, or empty for no budget')),
+    });
+    if (value === undefined) return undefined;
+    budget = value.trim() === '' ? null : Number(value.trim());
+  } else if (deps.budget) step++;
+
   let maxIterations = deps.given.maxIterations;
   if (maxIterations === undefined) {
     const value = await vscode.window.showInputBox({
@@ -228,5 +254,5 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     if (!picked) return undefined;
     sandbox = picked.sandbox;
   }
-  return { mode, model, auditorModel, variant, maxIterations, sandbox };
+  return { mode, model, auditorModel, variant, maxIterations, sandbox, ...(budget !== undefined ? { budget } : {}) };
 }

@@ -210,6 +210,8 @@ export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
       return { id: 'watch', color: 'list.warningForeground' };
     case 'errored':
       return { id: 'error', color: 'list.errorForeground' };
+    case 'paused':
+      return { id: 'debug-pause', color: 'list.warningForeground' };
   }
 }
 

@@ -69,13 +69,19 @@ export interface LoopHarnessOptions {
   modelConfig?: Record<string, unknown>;
   /** TEST ONLY engine option: lowers the shell-hang watchdog's floor. */
   shellWatchdogFloorMs?: number;
+  /** More models of the mock provider (see OpencodeTestEnvironmentOptions.extraModels). */
+  extraModels?: string[];
   /** Sees every line the engines log. */
   onLog?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
 
 export async function createLoopHarness(options: LoopHarnessOptions = {}): Promise<LoopHarness> {
   const model = await startScriptedModel();
-  const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL, ...(options.modelConfig ? { modelConfig: options.modelConfig } : {}) });
+  const env = await writeOpencodeTestEnvironment({
+    modelBaseURL: model.baseURL,
+    ...(options.modelConfig ? { modelConfig: options.modelConfig } : {}),
+    ...(options.extraModels ? { extraModels: options.extraModels } : {}),
+  });
   const repo = await createTestRepository(options.files ?? { 'README.md': '# demo\n' });
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'forge-data-')));
   const settings: ForgeSettings = { ...defaultSettings(), 'forge.model': MOCK_MODEL, ...(options.settings ?? {}) };

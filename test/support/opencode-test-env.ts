@@ -32,6 +32,8 @@ export interface OpencodeTestEnvironmentOptions {
   extraUserConfig?: Record<string, unknown>;
   /** Extra fields of the mock model's entry (e.g. `reasoning`, `variants`). */
   modelConfig?: Record<string, unknown>;
+  /** More models of the mock provider (ids; same price and fields as `fake-1`), e.g. to switch models. */
+  extraModels?: string[];
 }
 
 export interface OpencodeTestEnvironment {
@@ -43,21 +45,14 @@ export interface OpencodeTestEnvironment {
   cleanup(): Promise<void>;
 }
 
-export function mockProviderConfig(modelBaseURL: string, cost: MockModelCost = { input: 1, output: 2 }, modelConfig: Record<string, unknown> = {}): Record<string, unknown> {
+export function mockProviderConfig(modelBaseURL: string, cost: MockModelCost = { input: 1, output: 2 }, modelConfig: Record<string, unknown> = {}, extraModels: string[] = []): Record<string, unknown> {
+  const entry = (name: string) => ({ name, tool_call: true, cost, limit: { context: 100_000, output: 4096 }, ...modelConfig });
   return {
     [MOCK_PROVIDER_ID]: {
       npm: '@ai-sdk/openai-compatible',
       name: 'Mock',
       options: { baseURL: modelBaseURL, apiKey: 'sk-fake' },
-      models: {
-        [MOCK_MODEL_ID]: {
-          name: 'Fake 1',
-          tool_call: true,
-          cost,
-          limit: { context: 100_000, output: 4096 },
-          ...modelConfig,
-        },
-      },
+      models: Object.fromEntries([[MOCK_MODEL_ID, entry('Fake 1')], ...extraModels.map((id) => [id, entry(id)])]),
     },
   };
 }
@@ -80,7 +75,7 @@ export async function writeOpencodeTestEnvironment(options: OpencodeTestEnvironm
     small_model: MOCK_MODEL,
     autoupdate: false,
     share: 'disabled',
-    provider: mockProviderConfig(options.modelBaseURL, options.cost, options.modelConfig),
+    provider: mockProviderConfig(options.modelBaseURL, options.cost, options.modelConfig, options.extraModels),
     ...(options.extraUserConfig ?? {}),
   };
   const userConfigPath = join(dirs.XDG_CONFIG_HOME, 'opencode', 'opencode.json');

@@ -167,6 +167,23 @@ const settingSpecs = {
     description:
       'Milliseconds a builtin bash tool call of a loop\'s agent may run before the shell-hang watchdog steps in. Values below 60000 are raised to 60000 (the floor). Long-running work belongs in forge_shell, which never hangs a session.',
   },
+  'forge.budget.money': {
+    schema: z.number().min(0),
+    default: 0,
+    description:
+      'Default money budget of a new loop (USD as opencode prices the models; 0 = none). At 80 % Forge warns; at 100 % the loop pauses at its next hand-over until you restart it with a higher budget.',
+  },
+  'forge.budget.tokens': {
+    schema: z.number().int().min(0),
+    default: 0,
+    description: 'Default token budget of a new loop (every token the models process; 0 = none). Paused and warned like the money budget.',
+  },
+  'forge.budget.auditorShare': {
+    schema: z.number().min(0).max(1),
+    default: 0,
+    description:
+      'Share of each budget the auditor may spend, the coder the rest (for example 0.3). 0 = no split: coder and auditor share one budget.',
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

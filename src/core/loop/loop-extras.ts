@@ -7,6 +7,7 @@ import type { PermissionRule } from '../opencode/agent-client';
 import type { LoopRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
 import type { LoopLimits, LoopState } from './state';
+import type { LoopBudget } from './budget';
 
 /** What the runtime stores in `loops.state` besides the row's own columns. */
 export interface StoredLoopExtras {
@@ -36,6 +37,10 @@ export interface StoredLoopExtras {
   checkTimeoutMs?: number;
   /** Variant of the coding model (opencode's name), sent with every prompt on that model. */
   variant?: string;
+  /** The cost governor's budget (absent: none); a restart may set a new one. */
+  budget?: LoopBudget;
+  /** The 80 % warning was given in this run of the loop (a restart with a new budget clears it). */
+  budgetWarned?: boolean;
 }
 
 export interface LoopTiming {

@@ -37,6 +37,7 @@ import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import type { CheckExecutor } from '../checks';
 import { runGate } from './loop-gate';
+import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 
@@ -278,6 +279,8 @@ export class LoopSupervisor {
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
       return;
     }
+    // The variant belongs to the coding model: auditor sessions on that same model use it too.
+    const variant = readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined;
     const { attempt, updated } = this.deps.db.transaction((tx) => {
       const repos = createForgeRepositories(tx);
       this.flushDeferredWrites(repos);
@@ -288,6 +291,7 @@ export class LoopSupervisor {
         sectionIndex: state.sectionIndex,
         sessionId,
         model: modelText,
+        variant: variant ?? null,
       });
       return { attempt: started, updated: repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' }) };
     });
@@ -306,8 +310,7 @@ export class LoopSupervisor {
       retryAttempt: 0,
       attemptId: attempt.id,
       inFlight: true,
-      // The variant belongs to the coding model: auditor sessions on that same model use it too.
-      variant: readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined,
+      variant,
       serverGeneration: this.agent!.server.generation(),
     };
     this.agent!.scope.setActiveSession({ sessionId, role });
@@ -523,6 +526,7 @@ export class LoopSupervisor {
         }
       });
       this.deps.emit({ type: 'loop.usage', loop: this.ref });
+      this.warnOnBudget();
     } catch (error) {
       this.deps.log.warn(`[loop ${this.ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
     }
@@ -567,9 +571,34 @@ export class LoopSupervisor {
     // Reading the session's usage is a round trip to opencode: after the next prompt is out
     // (it only adds rows of its own), but before a terminal transition so the ended loop's
     // totals are complete.
-    if (next.kind === 'terminate') await this.recordUsage(cur);
+    // With a budget, the hand-over's decision needs this session's spend first.
+    const usageFirst = next.kind === 'terminate' || hasBudget(readExtras(loop).budget);
+    if (usageFirst) await this.recordUsage(cur);
     await this.applyTransition(next);
-    if (next.kind !== 'terminate') await this.recordUsage(cur);
+    if (!usageFirst) await this.recordUsage(cur);
+  }
+
+  /** The loop's spend so far, by role, from the usage recorded at each session's end. */
+  private spend() {
+    return spendFromTotals(this.repos.sessionUsage.totalsByRole(this.ref.projectId, this.ref.name));
+  }
+
+  /** Why the budget holds back the session of `to` (its message), or null when it may start. */
+  private budgetPause(to: LoopState): string | null {
+    const extras = readExtras(this.loop());
+    if (!hasBudget(extras.budget)) return null;
+    const decision = budgetDecision(extras.budget, this.spend(), roleOfPhase(to.phase), true);
+    return decision.kind === 'pause' ? decision.message : null;
+  }
+
+  /** The 80 % warning, once per run of the loop (the flag is stored, so a takeover keeps it). */
+  private warnOnBudget(): void {
+    const extras = readExtras(this.loop());
+    if (!hasBudget(extras.budget) || extras.budgetWarned) return;
+    const decision = budgetWarning(extras.budget, this.spend());
+    if (!decision) return;
+    this.repos.loops.mergeState(this.ref.projectId, this.ref.name, { budgetWarned: true });
+    this.deps.emit({ type: 'loop.budget', loop: this.ref, level: 'warning', message: decision.message });
   }
 
   /**
@@ -742,6 +771,22 @@ export class LoopSupervisor {
       iteration: t.to.iteration,
       sectionIndex: t.to.sectionIndex,
     };
+    // The cost governor: a spent budget pauses the loop here, between two sessions, with the
+    // phase change recorded so a restart starts exactly the session it held back.
+    const pause = this.budgetPause(t.to);
+    if (pause) {
+      this.persistState(t.to, log);
+      this.deps.emit(phaseEvent);
+      const previous = this.current;
+      if (previous) {
+        this.current = undefined;
+        await this.abortSession(previous.id);
+      }
+      this.deps.emit({ type: 'loop.budget', loop: this.ref, level: 'paused', message: pause });
+      const paused = nextTransition(t.to, { type: 'budget_reached' }, this.limits());
+      if (paused.kind === 'terminate') await this.terminate(paused.event, paused.to, paused.reason, paused.effects);
+      return;
+    }
     const delayMs = t.kind === 'retrigger' ? t.delayMs : 0;
     if (delayMs === 0 && !this.current && !readExtras(this.loop()).cancelRequested) {
       // The common hand-over: the phase change and its log row are written in one transaction
@@ -827,6 +872,9 @@ export class LoopSupervisor {
       if (this.client) await this.recordUsage(cur);
     }
     const status = terminationStatusFor(reason);
+    // Paused (budget): the loop waits for the user with its worktree as the agents left it,
+    // its sandbox and its sessions; nothing is committed, merged or removed.
+    const paused = status === 'paused';
     const reasonText = terminationReasonToString(reason);
     const loopBefore = this.loop();
     this.deps.db.transaction((tx) => {
@@ -858,12 +906,14 @@ export class LoopSupervisor {
     // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
     let mergeText: string | null = null;
     await this.disposeScope(
-      true,
-      commitAndMerge(this.teardownDeps(), loopBefore, reason, state).then((text) => {
-        mergeText = text;
-      }),
+      !paused,
+      paused
+        ? undefined
+        : commitAndMerge(this.teardownDeps(), loopBefore, reason, state).then((text) => {
+            mergeText = text;
+          }),
     );
-    await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
+    if (!paused) await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,

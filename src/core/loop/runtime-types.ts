@@ -6,6 +6,7 @@ import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, TerminationReason } from './state';
 import type { Confinement } from '../sandbox/confinement';
 import type { GoalCheckOptions } from '../checks';
+import type { LoopBudget } from './budget';
 
 export interface StartLoopRequest {
   kind: 'plan' | 'goal';
@@ -34,6 +35,27 @@ export interface StartLoopRequest {
   variant?: string;
   sandbox?: boolean;
   merge?: MergeMode;
+  /**
+   * The cost governor's budget; fields left out come from the `forge.budget.*` settings (where
+   * 0 means none). `null` in a field: no limit of that kind, whatever the settings say.
+   */
+  budget?: Partial<LoopBudget>;
+}
+
+/** How a loop restarts: taken over (force), on other models, with a new budget. */
+export interface RestartLoopOptions {
+  /** Take over a loop still marked running. */
+  force?: boolean;
+  /** "provider/model" for the coding sessions from now on. */
+  model?: string;
+  auditorModel?: string;
+  /** Variant of the coding model; a new --model without one drops the old model's variant. */
+  variant?: string;
+  /**
+   * A new budget (fields given replace the loop's; null removes a limit). A loop paused on its
+   * budget restarts only with one that leaves room for the session it stopped before.
+   */
+  budget?: Partial<LoopBudget>;
 }
 
 export interface LoopRef {
@@ -59,6 +81,11 @@ export type LoopRuntimeEvent =
   /** Forge ran a verification check (issue 13); the run is in the check log. */
   | { type: 'loop.check'; loop: LoopRef; run: CheckRunRow }
   | { type: 'loop.notice'; loop: LoopRef; level: 'info' | 'warning' | 'error'; message: string }
+  /**
+   * The cost governor: `warning` once at 80 % of a limit; `paused` when the loop stops at a
+   * hand-over because a limit is spent (a `loop.ended` with status `paused` follows).
+   */
+  | { type: 'loop.budget'; loop: LoopRef; level: 'warning' | 'paused'; message: string }
   | {
       type: 'loop.ended';
       loop: LoopRef;
@@ -111,7 +138,7 @@ export interface LoopRuntime {
   projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; headCommit: string }>;
   start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }>;
   cancel(ref: LoopRef): Promise<void>;
-  restart(ref: LoopRef, options?: { force?: boolean }): Promise<void>;
+  restart(ref: LoopRef, options?: RestartLoopOptions): Promise<void>;
   get(ref: LoopRef): LoopRow | undefined;
   list(projectId: string): LoopRow[];
   /** Whether this process drives the loop. */

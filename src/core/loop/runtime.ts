@@ -43,9 +43,11 @@ import {
   type LoopRuntimeEvent,
   type LoopRuntimeListener,
   type LoopTimingMark,
+  type RestartLoopOptions,
   type StartLoopRequest,
 } from './runtime-types';
-import { initialState, terminationStatusFor } from './state';
+import { initialState, roleOfPhase, terminationStatusFor } from './state';
+import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, formatMoney, formatTokens, hasBudget, spendFromTotals, type LoopBudget } from './budget';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
@@ -346,6 +348,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const sandbox = confinement.sandboxed;
     if (!confinement.sandboxed) notices.push(unconfinedNotice(confinement));
 
+    const budget = startBudget(request.budget, settings);
     const sections = plan?.sections ?? [];
     const loopState = initialState(request.kind, sections.length);
     const extras: StoredLoopExtras = {
@@ -374,7 +377,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       gitCommonDir: project.gitCommonDir,
       userDenyRules: settings['forge.loop.permissions'] as PermissionRule[],
       ...(request.variant?.trim() ? { variant: request.variant.trim() } : {}),
+      ...(hasBudget(budget) ? { budget } : {}),
     };
+    if (hasBudget(budget)) notices.push(`Budget: ${describeBudget(budget)}. Forge warns at 80 % and pauses the loop at the next hand-over at 100 %.`);
 
     // 2. Identity first: the name is reserved before any side effect.
     const row = await reserveName(project.projectId, desired, request.name !== undefined, {
@@ -443,7 +448,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   async function cancel(ref: LoopRef): Promise<void> {
     const loop = repos.loops.get(ref.projectId, ref.name);
     if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
-    if (loop.status !== 'running' && loop.status !== 'starting') {
+    // A paused loop (budget) can be ended too: it is recorded as cancelled, its work kept.
+    if (loop.status !== 'running' && loop.status !== 'starting' && loop.status !== 'paused') {
       throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}).`);
     }
     const sup = supervisors.get(key(ref));
@@ -451,7 +457,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       await sup.stop('cancel');
       return;
     }
-    if (supervisorOf(loop).state === 'alive') {
+    if (loop.status !== 'paused' && supervisorOf(loop).state === 'alive') {
       // Another process drives it: ask that supervisor to cancel at its next lease tick.
       repos.loops.mergeState(ref.projectId, ref.name, { cancelRequested: true });
       return;
@@ -487,9 +493,16 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
   }
 
-  async function restart(ref: LoopRef, options: { force?: boolean } = {}): Promise<void> {
+  async function restart(ref: LoopRef, options: RestartLoopOptions = {}): Promise<void> {
     const loop = repos.loops.get(ref.projectId, ref.name);
     if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
+    for (const [what, m] of [['model', options.model], ['auditor model', options.auditorModel]] as const) {
+      if (m !== undefined && !MODEL_REF.test(m)) throw new LoopRuntimeError('bad_request', `The ${what} must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${m}".`);
+    }
+    if (options.budget) {
+      const problem = budgetProblem(options.budget);
+      if (problem) throw new LoopRuntimeError('bad_request', problem);
+    }
     if (loop.status === 'completed') {
       throw new LoopRuntimeError('completed', `Loop "${ref.name}" completed; completed loops are history. Start a new loop to continue the work.`);
     }
@@ -498,6 +511,20 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       const sup = supervisorOf(loop);
       const who = sup.state === 'alive' ? `process ${sup.pid} supervises it` : sup.state === 'dead' ? `its supervising process ${sup.pid} is gone` : 'its supervising process seems gone';
       throw new LoopRuntimeError('running', `Loop "${ref.name}" is still marked running (${who}). Restart it with force to take it over.`);
+    }
+    const before = readExtras(loop);
+    const budget: LoopBudget | undefined = options.budget ? { ...(before.budget ?? { money: null, tokens: null, auditorShare: null }), ...options.budget } : before.budget;
+    if (loop.status === 'paused') {
+      // Paused on its budget: continuing needs room for the session it stopped before.
+      const spend = spendFromTotals(repos.sessionUsage.totalsByRole(ref.projectId, ref.name));
+      const nextRole = roleOfPhase(before.loopState.phase);
+      if (!budgetAllowsContinuing(budget, spend, nextRole)) {
+        const spent = hasBudget(before.budget) ? budgetUses(before.budget, spend).filter((u) => u.fraction >= 1 - 1e-9).map((u) => `${u.what}: ${u.what.endsWith('money') ? `${formatMoney(u.used)} of ${formatMoney(u.limit)}` : `${formatTokens(u.used)} of ${formatTokens(u.limit)}`}`).join('; ') : '';
+        throw new LoopRuntimeError(
+          'bad_request',
+          `Loop "${ref.name}" is paused because its budget (${describeBudget(before.budget)}) is spent${spent ? ` (${spent})` : ''}. ${options.budget ? `The new budget (${describeBudget(budget)}) leaves no room for the next session either. ` : ''}Restart it with a higher budget, for example --budget or --budget-tokens above what it spent (forge status ${ref.name} shows the spend).`,
+        );
+      }
     }
     const mine = supervisors.get(key(ref));
     if (mine) await mine.relinquish();
@@ -511,6 +538,16 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       throw error;
     }
     const state = restartState(extras.loopState);
+    // Other models from now on; the variant belongs to the coding model, so a new model drops the old one's.
+    const model = options.model ?? loop.model;
+    const auditorModel = options.auditorModel ?? loop.auditorModel;
+    const { variant: oldVariant, ...extrasWithoutVariant } = extras;
+    const variant = options.variant !== undefined ? options.variant.trim() || undefined : options.model !== undefined && options.model !== loop.model ? undefined : oldVariant;
+    const changes: string[] = [];
+    if (model !== loop.model) changes.push(`coding model ${loop.model ?? 'default'} → ${model}`);
+    if (auditorModel !== loop.auditorModel) changes.push(`audit model ${loop.auditorModel ?? 'same as coding'} → ${auditorModel}`);
+    if (variant !== oldVariant) changes.push(`variant ${oldVariant ?? 'default'} → ${variant ?? 'default'}`);
+    if (options.budget) changes.push(`budget ${describeBudget(extras.budget)} → ${describeBudget(budget)}`);
     deps.db.transaction((tx) => {
       const r = createForgeRepositories(tx);
       r.attempts.abandonRunning(ref.projectId, ref.name);
@@ -526,11 +563,23 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         errorCount: 0,
         consecutiveStalls: 0,
         currentSessionId: null,
-        state: { ...extras, loopState: state, opencodePid: null, cancelRequested: false },
+        model,
+        auditorModel,
+        state: {
+          ...extrasWithoutVariant,
+          ...(variant ? { variant } : {}),
+          ...(budget ? { budget } : {}),
+          // A new budget gets its own 80 % warning.
+          budgetWarned: options.budget ? false : extras.budgetWarned ?? false,
+          loopState: state,
+          opencodePid: null,
+          cancelRequested: false,
+        },
       });
       r.transitions.append(ref.projectId, { loopName: ref.name, event: options.force ? 'force_restart' : 'restart', fromPhase: extras.loopState.phase, toPhase: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
     });
     const sup = supervise(ref);
+    if (changes.length > 0) emit({ type: 'loop.notice', loop: ref, level: 'info', message: `restarted with ${changes.join(', ')}` });
     emit({ type: 'loop.phase', loop: ref, event: 'restart', from: extras.loopState.phase, to: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
     void sup.begin('restart');
   }
@@ -567,3 +616,20 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
 
 
 export type { MergeMode };
+
+const MODEL_REF = /^[^/\s]+\/\S+$/;
+
+/**
+ * A new loop's budget: the request's fields over the `forge.budget.*` settings (0 there: none).
+ * Throws a bad_request error for numbers that cannot be a budget.
+ */
+function startBudget(requested: Partial<LoopBudget> | undefined, settings: ForgeSettings): LoopBudget {
+  const problem = requested ? budgetProblem(requested) : null;
+  if (problem) throw new LoopRuntimeError('bad_request', problem);
+  const orNull = (n: number) => (n > 0 ? n : null);
+  return {
+    money: requested?.money !== undefined ? requested.money : orNull(settings['forge.budget.money']),
+    tokens: requested?.tokens !== undefined ? requested.tokens : orNull(settings['forge.budget.tokens']),
+    auditorShare: requested?.auditorShare !== undefined ? requested.auditorShare : orNull(settings['forge.budget.auditorShare']),
+  };
+}

@@ -8,7 +8,11 @@ export const PHASES: readonly Phase[] = ['coding', 'auditing', 'final_auditing',
 
 export type Role = 'code' | 'auditor';
 export type LoopKind = 'plan' | 'goal';
-export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled';
+/**
+ * `paused`: the loop stopped at a hand-over and waits for the user (its budget was reached);
+ * worktree, branch and sessions are kept, and only a restart (with a new budget) moves it on.
+ */
+export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
 
 export type TerminationReason =
   | { kind: 'completed' }
@@ -26,7 +30,9 @@ export type TerminationReason =
   | { kind: 'worktree_failed'; message: string }
   | { kind: 'error_max_retries'; message: string }
   /** The model server kept answering with a stream Forge's opencode could not parse. */
-  | { kind: 'model_stream_malformed'; message: string };
+  | { kind: 'model_stream_malformed'; message: string }
+  /** The loop's budget (money or tokens, or a role's share of it) was spent: paused, not ended. */
+  | { kind: 'budget_reached' };
 
 export type TerminationKind = TerminationReason['kind'];
 
@@ -45,6 +51,7 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   'worktree_failed',
   'error_max_retries',
   'model_stream_malformed',
+  'budget_reached',
 ];
 
 export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
@@ -57,6 +64,8 @@ export function terminationStatusFor(reason: TerminationReason): Exclude<LoopSta
       return 'cancelled';
     case 'stall_timeout':
       return 'stalled';
+    case 'budget_reached':
+      return 'paused';
     default:
       return 'errored';
   }

@@ -41,7 +41,12 @@ export type LoopEvent =
   | { type: 'shutdown' }
   | { type: 'session_creation_failed' }
   | { type: 'worktree_missing' }
-  | { type: 'worktree_failed'; message: string };
+  | { type: 'worktree_failed'; message: string }
+  /**
+   * The loop's budget is spent (budget.ts decides, from the usage recorded so far): the loop
+   * pauses at this hand-over instead of starting the next session.
+   */
+  | { type: 'budget_reached' };
 
 export type LoopEventType = LoopEvent['type'];
 export const LOOP_EVENT_TYPES: readonly LoopEventType[] = [
@@ -58,6 +63,7 @@ export const LOOP_EVENT_TYPES: readonly LoopEventType[] = [
   'session_creation_failed',
   'worktree_missing',
   'worktree_failed',
+  'budget_reached',
 ];
 
 /** Which verification gate: a section's checkpoint (its `Verify:` lines) or the loop's completion. */
@@ -106,6 +112,9 @@ export function nextTransition(state: LoopState, event: LoopEvent, limits: LoopL
       return terminate(state, 'worktree_missing', { kind: 'missing_worktree_dir' });
     case 'worktree_failed':
       return terminate(state, 'worktree_failed', { kind: 'worktree_failed', message: event.message });
+    case 'budget_reached':
+      // Status `paused` (terminationStatusFor): the supervisor keeps worktree, sandbox and sessions.
+      return terminate(state, 'budget_reached', { kind: 'budget_reached' });
     case 'stall':
       return onStall(state, limits);
     case 'model_error':

@@ -103,6 +103,8 @@ export interface ModelInfo {
   contextLimit: number;
   outputLimit: number;
   variants: string[];
+  /** Price per million tokens as opencode's catalog states it (absent: unknown). */
+  cost?: { input: number; output: number };
 }
 
 export interface ProviderInfo {

@@ -313,6 +313,7 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
               contextLimit: Number(limit.context ?? 0),
               outputLimit: Number(limit.output ?? 0),
               variants: Object.keys((m.variants ?? {}) as Record<string, unknown>),
+              ...priceOf(m.cost),
             };
           }),
         })),
@@ -440,4 +441,13 @@ export async function addRemoteMcpServer(
   if (result.error !== undefined || (result.response && !result.response.ok)) {
     throw new AgentClientError(`opencode at ${endpoint.url} refused to add Forge's tool server: ${describe(result.error)}`, result.response?.status);
   }
+}
+
+/** A catalog model's price per million tokens, when opencode states one. */
+function priceOf(cost: unknown): { cost?: { input: number; output: number } } {
+  if (!cost || typeof cost !== 'object') return {};
+  const { input, output } = cost as Record<string, unknown>;
+  const i = Number(input);
+  const o = Number(output);
+  return Number.isFinite(i) && Number.isFinite(o) ? { cost: { input: i, output: o } } : {};
 }

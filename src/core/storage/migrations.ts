@@ -250,6 +250,14 @@ const verificationChecks: Migration = {
     ]),
 };
 
+/** Issue 16: a restart may change the loop's models and variant; each attempt records its variant beside its model. */
+const attemptVariants: Migration = {
+  id: 5,
+  name: 'attempt variants',
+  up: (tx) => statements(tx, [`ALTER TABLE loop_attempts ADD COLUMN variant TEXT`]),
+};
+
+
 /**
  * Plan authoring (issue 15): an architect session drafting a plan of record outside any loop.
  * The plan itself lives in `plans` under the draft's id; this row keeps what `forge plan
@@ -313,6 +321,6 @@ const shellInterventions: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, shellInterventions, planDrafts];
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

@@ -7,6 +7,8 @@ import { validatePlan } from '../../core/loop/plan-validation';
 import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
+import { describeEstimate, type PlanSize } from '../../core/loop/budget';
+import { parsePlan } from '../../core/loop/plan';
 import type { ForgeContext } from '../forge-context';
 import { goalContractFromInput, goalContractProblems, hasGoalContract } from '../goal-contract';
 import { errorMessage } from '../log';
@@ -75,7 +77,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     return catalog;
   };
 
-  async function choose(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, args: ExecuteArgs, interactive: boolean): Promise<ExecutionChoices | undefined> {
+  async function choose(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, args: ExecuteArgs, interactive: boolean, size?: PlanSize): Promise<ExecutionChoices | undefined> {
     const settings = ctx.settings.get();
     return runExecutionFlow({
       kind,
@@ -97,6 +99,14 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
       memory: ctx.executionMemory,
       catalog: () => catalogFor(engine, repoPath),
       sandboxAvailability: () => ctx.statusBar.probe(engine),
+      ...(size
+        ? {
+            budget: {
+              current: settings['forge.budget.money'] > 0 ? settings['forge.budget.money'] : null,
+              estimate: async (model: string | null, auditorModel: string | null) => describeEstimate(await engine.estimateCost({ repoPath, size, model, auditorModel })),
+            },
+          }
+        : {}),
     });
   }
 
@@ -137,6 +147,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
           ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
           ...(choices.variant ? { variant: choices.variant } : {}),
           ...(choices.sandbox !== null ? { sandbox: choices.sandbox } : {}),
+          ...(choices.budget !== undefined ? { budget: { money: choices.budget } } : {}),
         }),
     );
     await ctx.executionMemory.remember(choices);
@@ -260,7 +271,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine, plan.uri);
     if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
-    const choices = await choose(engine, 'plan', folder.uri.fsPath, args, interactive);
+    const choices = await choose(engine, 'plan', folder.uri.fsPath, args, interactive, planSize(plan.text));
     if (!choices) return { status: 'cancelled' };
     if (choices.mode === 'session') {
       await ctx.executionMemory.remember(choices);
@@ -297,8 +308,18 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine);
     if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
-    const choices = await choose(engine, 'goal', folder.uri.fsPath, { ...args, mode: 'loop' }, interactive);
+    const choices = await choose(engine, 'goal', folder.uri.fsPath, { ...args, mode: 'loop' }, interactive, { kind: 'goal', chars: goal.length, sections: 0 });
     if (!choices) return { status: 'cancelled' };
     return startLoop(engine, 'goal', folder.uri.fsPath, choices, { goal, checks, ...(args.name ? { name: args.name } : {}) });
   });
+}
+
+/** A plan's size for the cost estimate (a plan Forge cannot parse gets no estimate; the start says why). */
+function planSize(text: string): PlanSize | undefined {
+  try {
+    const plan = parsePlan(text);
+    return { kind: 'plan', chars: plan.text.length, sections: plan.sections.length };
+  } catch {
+    return undefined;
+  }
 }

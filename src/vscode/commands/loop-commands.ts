@@ -5,9 +5,12 @@ import { showLoopDiff } from '../loop-diff';
 import { addingFolderRestartsExtensions } from '../worktree-folders';
 import type { LoopSummary } from '../loop-tree-model';
 import { refuseIfUntrusted } from '../trust';
+import { askRestartOptions } from '../restart-flow';
 import { engineWithProgress, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status === 'starting';
+/** Cancel Loop also ends a loop paused on its budget. */
+const isCancellable = (s: LoopSummary) => isLive(s) || s.loop.status === 'paused';
 
 export function registerLoopCommands(ctx: ForgeContext): void {
   const noLoop = (what: string): CommandResult => refused(ctx, 'no-loop', `Forge: no loop to ${what}.`);
@@ -16,7 +19,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     const missing = noWorkspace(ctx, 'cancel a loop');
     if (missing) return missing;
     await engineWithProgress(ctx);
-    const summary = await resolveLoop(ctx, arg, isLive, 'Which loop should Forge cancel?');
+    const summary = await resolveLoop(ctx, arg, isCancellable, 'Which loop should Forge cancel?');
     if (summary === 'none') return noLoop('cancel (none is running)');
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
@@ -41,8 +44,11 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (summary === 'none') return noLoop(force ? 'force-restart (none is running)' : 'restart (only cancelled, errored or stalled loops can restart)');
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
+    // Restart Loop walks the model, auditor, variant and budget steps, the loop's current choice first.
+    const options = force ? {} : await askRestartOptions(ctx, engine, summary.loop, arg);
+    if (!options) return { status: 'cancelled' };
     await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Forge: restarting ${summary.loop.name}…` }, () =>
-      engine.runtime.restart(summary.loop, { force }),
+      engine.runtime.restart(summary.loop, { ...options, force }),
     );
     ctx.loops.refresh();
     void ctx.notifier.info(`Forge: loop "${summary.loop.name}" restarted.`);

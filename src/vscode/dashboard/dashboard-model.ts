@@ -3,6 +3,7 @@
  */
 import { describeAmendment, summariseChange } from '../../core/loop/plan-amendments';
 import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
+import { BUDGET_WARN_FRACTION, budgetUses, describeBudget, hasBudget, spendFromTotals, type LoopBudget } from '../../core/loop/budget';
 import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { CheckRunRow } from '../../core/storage/repositories/check-runs-repository';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
@@ -95,6 +96,20 @@ function listItem(loop: LoopRow, counts: Map<string, { bug: number; warning: num
   };
 }
 
+function budgetView(repos: ForgeRepositories, loop: LoopRow): Pick<LoopDetail, 'budget'> {
+  const budget = (loop.state as { budget?: LoopBudget }).budget;
+  if (!hasBudget(budget)) return {};
+  const uses = budgetUses(budget, spendFromTotals(repos.sessionUsage.totalsByRole(loop.projectId, loop.name)));
+  const fullest = uses[0]?.fraction ?? 0;
+  return {
+    budget: {
+      text: describeBudget(budget),
+      used: uses.map((u) => ({ limit: u.what, percent: Math.round(u.fraction * 100) })),
+      state: fullest >= 1 - 1e-9 ? 'reached' : fullest >= BUDGET_WARN_FRACTION - 1e-9 ? 'warning' : 'ok',
+    },
+  };
+}
+
 export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervising: boolean): LoopDetail {
   const { projectId, name } = loop;
   const large = repos.loops.getLargeFields(projectId, name);
@@ -115,6 +130,7 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
     worktreeDir: loop.worktreeDir,
     model: loop.model,
     auditorModel: loop.auditorModel,
+    ...budgetView(repos, loop),
     sandbox: loop.sandbox,
     confinement: describeConfinement(confinementOf(loop)),
     supervision: supervising ? 'this-window' : loop.status === 'running' && loop.supervisorId ? 'elsewhere' : 'none',

@@ -8,7 +8,7 @@ export interface LoopKey {
   readonly name: string;
 }
 
-export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled';
+export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
 
 export interface LoopListItem {
   readonly key: LoopKey;
@@ -163,6 +163,11 @@ export interface LoopDetail {
   readonly shellInterventions: readonly ShellInterventionView[];
   readonly sessions: readonly SessionView[];
   readonly usageTotal: UsageView & { readonly sessions: number };
+  /**
+   * The cost governor (absent: no budget): the budget in words, and how full each limit is,
+   * fullest first; `warning` from 80 %, `reached` at 100 % (the loop pauses at its next hand-over).
+   */
+  readonly budget?: { readonly text: string; readonly used: readonly { readonly limit: string; readonly percent: number }[]; readonly state: 'ok' | 'warning' | 'reached' };
   readonly usageByModel: readonly (UsageView & { readonly model: string })[];
   readonly usageByRole: readonly (UsageView & { readonly role: string })[];
   readonly completionSummary: string | null;

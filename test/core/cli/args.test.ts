@@ -13,7 +13,7 @@ describe('forge CLI arguments', () => {
     );
     assert.deepEqual(c, {
       command: 'run', planPath: 'plan.md', repo: '/r', dataDir: '/d', json: true, name: 'x', maxIterations: 0,
-      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward',
+      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward', budget: null, dryRun: false,
     });
   });
 
@@ -79,6 +79,33 @@ describe('forge CLI arguments', () => {
     assert.equal(parseCli([], '/c').command, 'help');
   });
 
+  it('restart takes other models, a variant and a new budget', () => {
+    const c = parseCli(['restart', 'l1', '--model', 'p/m2', '--auditor-model', 'p/a2', '--variant', 'max', '--budget', '7.50', '--budget-tokens', '3000000'], '/c');
+    assert.deepEqual(c, {
+      command: 'restart', name: 'l1', force: false, model: 'p/m2', auditorModel: 'p/a2', variant: 'max', budget: { money: 7.5, tokens: 3_000_000 }, repo: '/c', dataDir: null, json: false,
+    });
+    const plain = parseCli(['restart', 'l1'], '/c');
+    assert.deepEqual(plain, { command: 'restart', name: 'l1', force: false, model: null, auditorModel: null, variant: null, budget: null, repo: '/c', dataDir: null, json: false });
+    usage(['restart', 'l1', '--model', 'nomodel'], /--model must be "provider\/model"/);
+  });
+
+  it('budgets: --budget, --budget-tokens, --budget-auditor-share, --dry-run; bad ones are usage errors', () => {
+    const c = parseCli(['run', 'p.md', '--budget', '5.00', '--budget-tokens', '2000000', '--budget-auditor-share', '0.3', '--dry-run'], '/c');
+    assert.deepEqual((c as { budget: unknown }).budget, { money: 5, tokens: 2_000_000, auditorShare: 0.3 });
+    assert.equal((c as { dryRun: boolean }).dryRun, true);
+    assert.deepEqual((parseCli(['goal', 'x', '--budget', '.5'], '/c') as { budget: unknown }).budget, { money: 0.5 });
+    assert.deepEqual((parseCli(['run', 'p.md', '--budget-auditor-share', '1'], '/c') as { budget: unknown }).budget, { auditorShare: 1 });
+    assert.deepEqual((parseCli(['run', 'p.md', '--budget-tokens', '2_000_000'], '/c') as { budget: unknown }).budget, { tokens: 2_000_000 });
+    for (const bad of ['-5', '-0.5', 'lots', '0', '0.00', '5e3', '$5', '1,5', 'NaN', 'Infinity', '']) {
+      usage(['run', 'p.md', '--budget', bad], /--budget (must be an amount above 0 such as 5\.00|needs a value)/);
+      usage(['run', 'p.md', `--budget=${bad}`], /--budget (must be an amount above 0 such as 5\.00|needs a value)/);
+    }
+    for (const bad of ['-1', '1.5', '0', 'many', '2M', '1e6']) usage(['run', 'p.md', '--budget-tokens', bad], /--budget-tokens must be a whole number above 0/);
+    for (const bad of ['-0.1', '1.01', '2', 'half', '30%']) usage(['run', 'p.md', '--budget-auditor-share', bad], /--budget-auditor-share must be a number from 0 to 1/);
+    usage(['status', '--budget', '5'], /--budget applies to forge run, forge goal and forge restart only/);
+    usage(['findings', 'x', '--budget-tokens', '5'], /--budget-tokens applies to forge run, forge goal and forge restart only/);
+  });
+
   it('rejects bad input with a message saying what is allowed', () => {
     usage(['run'], /exactly one plan file/);
     usage(['run', 'a.md', 'b.md'], /exactly one plan file/);
@@ -88,9 +115,11 @@ describe('forge CLI arguments', () => {
     usage(['run', 'p.md', '--model', 'gpt4'], /provider\/model/);
     usage(['run', 'p.md', '--merge', 'force'], /never, fast-forward or merge/);
     usage(['run', 'p.md', '--variant', 'very high'], /--variant must be a variant name/);
-    usage(['status', '--variant', 'high'], /applies to forge run and forge goal only/);
+    usage(['status', '--variant', 'high'], /--variant applies to forge run, forge goal and forge restart only/);
     usage(['status', '--force'], /--force applies to forge restart only/);
-    usage(['cancel', 'x', '--model', 'a/b'], /^--model applies to forge run, forge goal and forge plan only\.$/);
+    usage(['cancel', 'x', '--model', 'a/b'], /^--model applies to forge run, forge goal, forge restart and forge plan only\.$/);
+    usage(['restart', 'x', '--name', 'y'], /--name applies to forge run and forge goal only/);
+    usage(['restart', 'x', '--dry-run'], /--dry-run applies to forge run and forge goal only/);
     usage(['explode'], /Unknown command "explode"/);
     usage(['run', 'p.md', '--bogus'], /bogus/);
   });
@@ -108,7 +137,7 @@ describe('forge CLI arguments', () => {
     exact(['run', 'p.md', '-x'], 'Unknown option -x. "forge --help" lists the options.');
     exact(['status', '--json=yes'], '--json takes no value (it is a switch): write --json alone.');
     // Every option that takes a value is covered, and nothing leaks parseArgs' wording.
-    for (const option of ['repo', 'name', 'max-iterations', 'model', 'auditor-model', 'variant', 'merge', 'data-dir']) {
+    for (const option of ['repo', 'name', 'max-iterations', 'model', 'auditor-model', 'variant', 'merge', 'data-dir', 'budget', 'budget-tokens', 'budget-auditor-share']) {
       for (const argv of [['run', 'p.md', `--${option}`], ['run', 'p.md', `--${option}`, '-v']]) {
         assert.throws(() => parseCli(argv, '/cwd'), (e: unknown) => e instanceof UsageError && e.message.startsWith(`--${option} `) && !/ambiguous|argument missing/.test(e.message), argv.join(' '));
       }
@@ -127,5 +156,8 @@ describe('forge CLI arguments', () => {
       codes.add(code);
     }
     assert.ok(codes.has(EXIT.stalled) && codes.has(EXIT.maxIterations) && codes.has(EXIT.cancelled));
+    // A paused loop has a code of its own, different from every other ending.
+    assert.equal(exitCodeFor({ kind: 'budget_reached' }), 10);
+    assert.equal(Object.values(EXIT).filter((c) => c === EXIT.budgetPaused).length, 1);
   });
 });

@@ -61,6 +61,7 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
     session_creation_failed: 'terminate:session_creation_failed',
     worktree_missing: 'terminate:missing_worktree_dir',
     worktree_failed: 'terminate:worktree_failed',
+    budget_reached: 'terminate:budget_reached',
   },
   auditing: {
     handoff: 'advance:coding',
@@ -76,6 +77,7 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
     session_creation_failed: 'terminate:session_creation_failed',
     worktree_missing: 'terminate:missing_worktree_dir',
     worktree_failed: 'terminate:worktree_failed',
+    budget_reached: 'terminate:budget_reached',
   },
   final_auditing: {
     handoff: 'terminate:completed',
@@ -91,6 +93,7 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
     session_creation_failed: 'terminate:session_creation_failed',
     worktree_missing: 'terminate:missing_worktree_dir',
     worktree_failed: 'terminate:worktree_failed',
+    budget_reached: 'terminate:budget_reached',
   },
   final_audit_fix: {
     handoff: 'advance:final_auditing',
@@ -106,6 +109,7 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
     session_creation_failed: 'terminate:session_creation_failed',
     worktree_missing: 'terminate:missing_worktree_dir',
     worktree_failed: 'terminate:worktree_failed',
+    budget_reached: 'terminate:budget_reached',
   },
   post_action: {
     handoff: 'terminate:completed',
@@ -121,6 +125,7 @@ const expected: Record<Phase, Record<LoopEventType, string>> = {
     session_creation_failed: 'terminate:session_creation_failed',
     worktree_missing: 'terminate:missing_worktree_dir',
     worktree_failed: 'terminate:worktree_failed',
+    budget_reached: 'terminate:budget_reached',
   },
 };
 

@@ -254,6 +254,31 @@ describe('status bar and execution flow views', () => {
     assert.equal(choices?.model, 'a/m1');
   });
 
+  it('asks for the budget with the estimate for the chosen models beside it; the current budget is the default', async () => {
+    const asked: Array<[string | null, string | null]> = [];
+    let done = false;
+    const flow = runExecutionFlow(
+      flowDeps({}, {
+        interactive: true,
+        given: { mode: 'loop', model: 'a/m2', auditorModel: 'a/m1', variant: null, maxIterations: 2, sandbox: false },
+        budget: { current: 5, estimate: async (model, auditorModel) => (asked.push([model, auditorModel]), 'estimate (not a quote): ~$1.00') },
+      }),
+    ).finally(() => {
+      done = true;
+    });
+    // The budget box is the only step asked: accept its value (the current budget) once it shows.
+    for (let i = 0; !done && i < 600; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
+    }
+    const choices = await flow;
+    assert.equal(choices?.budget, 5);
+    assert.deepEqual(asked, [['a/m2', 'a/m1']], 'the estimate is made for the models chosen in the steps before');
+    // Without a budget step (no deps.budget), the settings decide: no budget in the choices.
+    const none = await runExecutionFlow(flowDeps({}, { given: { mode: 'loop', model: 'a/m2' } }));
+    assert.equal(none?.budget, undefined);
+  });
+
   it('skips the variant step for a model without variants', async () => {
     const choices = await runExecutionFlow(flowDeps({}, { interactive: true, given: { mode: 'loop', model: 'a/m2', auditorModel: null, maxIterations: 2, sandbox: false } }));
     assert.equal(choices?.variant, null);

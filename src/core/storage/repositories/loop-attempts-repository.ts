@@ -16,6 +16,8 @@ export interface LoopAttemptRow {
   readonly attempt: number;
   readonly sessionId: string | null;
   readonly model: string | null;
+  /** The model variant its prompts carried (null: the model's default). */
+  readonly variant: string | null;
   readonly outcome: AttemptOutcome;
   readonly error: string | null;
   readonly startedAt: number;
@@ -29,6 +31,7 @@ export interface NewLoopAttempt {
   readonly sectionIndex: number | null;
   readonly sessionId?: string | null;
   readonly model?: string | null;
+  readonly variant?: string | null;
 }
 
 export interface LoopAttemptsRepository {
@@ -53,6 +56,7 @@ function toAttempt(row: SqlRow): LoopAttemptRow {
     attempt: integer(row.attempt),
     sessionId: optionalText(row.session_id),
     model: optionalText(row.model),
+    variant: optionalText(row.variant),
     outcome: text(row.outcome) as AttemptOutcome,
     error: optionalText(row.error),
     startedAt: integer(row.started_at),
@@ -76,8 +80,8 @@ export function createLoopAttemptsRepository(db: SqlExecutor, clock: Clock = sys
           [projectId, attempt.loopName, attempt.kind, attempt.iteration, attempt.sectionIndex],
         );
         const { lastInsertRowid } = tx.run(
-          `INSERT INTO loop_attempts (project_id, loop_name, kind, iteration, section_index, attempt, session_id, model, outcome, started_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)`,
+          `INSERT INTO loop_attempts (project_id, loop_name, kind, iteration, section_index, attempt, session_id, model, variant, outcome, started_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)`,
           [
             projectId,
             attempt.loopName,
@@ -87,6 +91,7 @@ export function createLoopAttemptsRepository(db: SqlExecutor, clock: Clock = sys
             integer(previous?.n ?? 0) + 1,
             attempt.sessionId ?? null,
             attempt.model ?? null,
+            attempt.variant ?? null,
             clock.now(),
           ],
         );
