@@ -30,6 +30,8 @@ Options:
   --exists PATH            goal: a file that must exist (repeatable)
   --contains PATH:TEXT     goal: a file that must contain TEXT (repeatable)
   --matches PATH:/RE/      goal: a file whose content must match (repeatable)
+  --follow                 run, goal, restart: also print what the agent does
+                           (one line per tool call, one per message it writes)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --json                   one JSON object per line
   -h, --help               this text
@@ -53,6 +55,8 @@ export interface RunOptions extends CommonOptions {
   /** true: required (--sandbox); false: off (--no-sandbox); null: the settings decide. */
   sandbox: boolean | null;
   merge: 'never' | 'fast-forward' | 'merge' | null;
+  /** Print the agent's tool calls and messages as they happen (--follow). */
+  follow: boolean;
 }
 
 /** A goal's contract: checks Forge runs itself before the goal can complete (issue 13). */
@@ -70,7 +74,7 @@ export type CliCommand =
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
-  | ({ command: 'restart'; name: string; force: boolean } & CommonOptions);
+  | ({ command: 'restart'; name: string; force: boolean; follow: boolean } & CommonOptions);
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -152,6 +156,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         matches: { type: 'string', multiple: true },
         json: { type: 'boolean' },
         force: { type: 'boolean' },
+        follow: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -180,6 +185,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     }
   }
   if (command !== 'restart' && v.force) throw new UsageError('--force applies to forge restart only.');
+  if (command !== 'run' && command !== 'goal' && command !== 'restart' && v.follow) throw new UsageError('--follow applies to forge run, forge goal and forge restart only.');
 
   switch (command) {
     case 'run':
@@ -198,7 +204,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     case 'cancel':
       return { command, name: one('loop name'), ...common };
     case 'restart':
-      return { command, name: one('loop name'), force: v.force ?? false, ...common };
+      return { command, name: one('loop name'), force: v.force ?? false, follow: v.follow ?? false, ...common };
     default:
       throw new UsageError(`Unknown command "${command}".`);
   }
@@ -234,6 +240,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     variant: typeof variant === 'string' ? variant : null,
     sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
     merge: (merge as RunOptions['merge']) ?? null,
+    follow: v.follow === true,
   };
 }
 

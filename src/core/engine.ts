@@ -41,6 +41,7 @@ import { sandboxCheckExecutor } from './checks';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
 import { createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
+import { createLiveFeed, type LiveFeed } from './live/live-feed';
 
 export type { EngineLog };
 
@@ -92,6 +93,8 @@ export interface ForgeEngine {
   readonly runtime: LoopRuntime;
   readonly repos: ForgeRepositories;
   readonly worktrees: WorktreeService;
+  /** What the agent sessions of the loops this process drives are doing now (not persisted). */
+  readonly live: LiveFeed;
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
@@ -284,8 +287,10 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
   };
 
+  const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
   const runtime = createLoopRuntime({
     db,
+    live,
     worktrees,
     settings: options.settings,
     log,
@@ -359,6 +364,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     runtime,
     repos,
     worktrees,
+    live,
     onDidChangeStore(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -49,6 +49,7 @@ import { initialState, terminationStatusFor } from './state';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, restartState } from './transitions';
+import type { LiveFeedSink } from '../live/live-feed';
 
 export interface LoopSandboxPort {
   /** The driver a new loop would be sandboxed with now, or why none works here. */
@@ -91,6 +92,8 @@ export interface LoopRuntimeDeps {
   supervisorId?: string;
   /** Benchmark hook: idle received / prompt sent marks of every loop this runtime drives. */
   onTiming?: (mark: LoopTimingMark) => void;
+  /** Where the supervisors publish what their sessions are doing (the live view). */
+  live?: LiveFeedSink;
 }
 
 /**
@@ -188,6 +191,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         supervisorId,
         leaseTtlMs,
         emit,
+        ...(deps.live ? { live: deps.live } : {}),
         openAgent: openAgentFor(ref.projectId),
         releaseSandbox: async (loop, ended) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.release(loop, ended);

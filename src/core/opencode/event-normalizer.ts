@@ -6,6 +6,7 @@
  * found by polling after a lost event stream).
  */
 import type { AgentError, AgentEvent, AgentToolCall } from './agent-client';
+import { livePartOfRaw } from '../live/live-parts';
 
 export interface RawOpencodeEvent {
   type: string;
@@ -126,15 +127,18 @@ export function createEventNormalizer(): EventNormalizer {
         const messageId = str(part.messageID) ?? '';
         if (!sessionId) return [];
         const base = { type: 'activity' as const, sessionId, rootSessionId: rootOf(sessionId), messageId };
+        // What the live view shows of the part (its content, shortened for tool calls).
+        const live = livePartOfRaw(part, sessionId);
+        const withLive = live ? { part: live } : {};
         switch (part.type) {
           case 'tool': {
             const state = (part.state ?? {}) as Record<string, unknown>;
-            return [{ ...base, kind: 'tool', tool: str(part.tool) ?? '', toolStatus: toolStatus(state.status) }];
+            return [{ ...base, kind: 'tool', tool: str(part.tool) ?? '', toolStatus: toolStatus(state.status), ...withLive }];
           }
           case 'text':
-            return [{ ...base, kind: 'text' }];
+            return [{ ...base, kind: 'text', ...withLive }];
           case 'reasoning':
-            return [{ ...base, kind: 'reasoning' }];
+            return [{ ...base, kind: 'reasoning', ...withLive }];
           case 'step-start':
           case 'step-finish':
             return [{ ...base, kind: 'step' }];
@@ -145,8 +149,13 @@ export function createEventNormalizer(): EventNormalizer {
       case 'message.part.delta': {
         const sessionId = str(p.sessionID);
         if (!sessionId) return [];
-        const kind = p.field === 'reasoning' ? 'reasoning' : 'text';
-        return [{ type: 'activity', sessionId, rootSessionId: rootOf(sessionId), kind, messageId: str(p.messageID) ?? '' }];
+        const kind: 'reasoning' | 'text' = p.field === 'reasoning' ? 'reasoning' : 'text';
+        const messageId = str(p.messageID) ?? '';
+        const partId = str(p.partID);
+        // A delta of a part's text (reasoning parts stream their `text` too: the part's first
+        // update, already seen, says which kind it is).
+        const live = partId && typeof p.delta === 'string' && (p.field === 'text' || p.field === 'reasoning') ? { part: { partId, sessionId, messageId, kind, delta: p.delta } } : {};
+        return [{ type: 'activity', sessionId, rootSessionId: rootOf(sessionId), kind, messageId, ...live }];
       }
       case 'permission.asked': {
         const sessionId = str(p.sessionID);
