@@ -9,7 +9,7 @@ import { oneLine, type LivePartKind } from './live-parts';
 export const FOLLOW_TEXT_CHARS = 200;
 /** Characters of a text part a follower keeps (the JSON line carries them; the text line cuts to FOLLOW_TEXT_CHARS). */
 export const FOLLOW_KEPT_TEXT_CHARS = 4000;
-const PRINTED_TOOLS_KEPT = 5000;
+const PRINTED_PARTS_KEPT = 5000;
 
 export interface FollowLine {
   /** The line for people: `[loop] coding › tool write filePath="a.js" → Wrote file successfully.` */
@@ -29,7 +29,8 @@ interface OpenText {
 export class FollowLines {
   private readonly sessions = new Map<string, LiveSessionInfo>();
   private readonly open = new Map<string, OpenText>();
-  private readonly printedTools = new Set<string>();
+  /** Parts already printed (a tool call once finished, a text once closed): later updates of them print nothing. */
+  private readonly printed = new Set<string>();
 
   constructor(private readonly loopName: string) {}
 
@@ -41,18 +42,21 @@ export class FollowLines {
     }
     const u = event.update;
     const lines: FollowLine[] = [];
+    // Forge's own prompt (the user message of each turn) is not the agent's doing.
+    if (u.fromUser) return lines;
     // The session went on with another part: its open text parts are complete.
     for (const [partId, t] of this.open) {
       if (partId !== u.partId && t.sessionId === u.sessionId) lines.push(...this.closeText(partId));
     }
     if (u.kind === 'tool') {
       const tool = u.tool;
-      if (tool && (tool.status === 'completed' || tool.status === 'error') && !this.printedTools.has(u.partId)) {
+      if (tool && (tool.status === 'completed' || tool.status === 'error') && !this.printed.has(u.partId)) {
         this.remember(u.partId);
         lines.push(this.toolLine(u.sessionId, event.rootSessionId, tool.name, tool.status, tool.args, tool.result ?? ''));
       }
       return lines;
     }
+    if (this.printed.has(u.partId)) return lines;
     let t = this.open.get(u.partId);
     if (!t) {
       t = { sessionId: u.sessionId, rootSessionId: event.rootSessionId, kind: u.kind, text: '', length: 0 };
@@ -78,6 +82,7 @@ export class FollowLines {
   private closeText(partId: string): FollowLine[] {
     const t = this.open.get(partId);
     this.open.delete(partId);
+    this.remember(partId);
     if (!t || t.text.trim() === '') return [];
     const where = this.where(t.sessionId, t.rootSessionId);
     const label = t.kind === 'reasoning' ? 'thinking' : 'says';
@@ -110,7 +115,7 @@ export class FollowLines {
   }
 
   private remember(partId: string): void {
-    this.printedTools.add(partId);
-    if (this.printedTools.size > PRINTED_TOOLS_KEPT) this.printedTools.delete(this.printedTools.values().next().value as string);
+    this.printed.add(partId);
+    if (this.printed.size > PRINTED_PARTS_KEPT) this.printed.delete(this.printed.values().next().value as string);
   }
 }

@@ -25,6 +25,8 @@ export interface LivePartUpdate {
   readonly tool?: LiveToolState;
   /** How many original updates this one stands for (coalescing merges several into one). */
   readonly merged?: number;
+  /** A part of a user message: the prompt Forge sent, not the agent's doing. */
+  readonly fromUser?: boolean;
 }
 
 export interface LiveToolState {
@@ -49,6 +51,8 @@ export interface LivePart {
   textLength: number;
   ended: boolean;
   tool?: LiveToolState;
+  /** A part of Forge's prompt (a user message). */
+  fromUser?: boolean;
   /** Updates applied to this part (a benchmark counts them). */
   updates: number;
 }
@@ -97,6 +101,7 @@ export class LivePartBuffer {
       this.evict();
     }
     part.updates += count;
+    if (update.fromUser) part.fromUser = true;
     if (update.text !== undefined) {
       // A whole text never shortens what deltas already delivered (a late snapshot).
       if (update.text.length >= part.textLength) {
@@ -161,6 +166,7 @@ export function coalesceUpdates(updates: readonly LivePartUpdate[]): LivePartUpd
     }
     if (u.delta) prev.delta = (prev.delta ?? '') + u.delta;
     if (u.ended) prev.ended = true;
+    if (u.fromUser) prev.fromUser = true;
     if (u.tool) prev.tool = u.tool;
   }
   return [...merged.values()];

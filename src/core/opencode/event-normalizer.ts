@@ -34,10 +34,13 @@ export interface EventNormalizer {
 }
 
 const MAX_SESSION_DEPTH = 32;
+const MAX_USER_MESSAGES = 256;
 
 export function createEventNormalizer(): EventNormalizer {
   const parents = new Map<string, string | undefined>();
   const states = new Map<string, TrackedSessionState>();
+  /** Ids of recent user messages (Forge's prompts), so their parts are marked as such; bounded. */
+  const userMessages = new Set<string>();
 
   function rootOf(sessionId: string): string {
     let current = sessionId;
@@ -121,6 +124,14 @@ export function createEventNormalizer(): EventNormalizer {
         if (sessionId) states.delete(sessionId);
         return [];
       }
+      case 'message.updated': {
+        const info = (p.info ?? {}) as Record<string, unknown>;
+        if (info.role === 'user' && typeof info.id === 'string') {
+          userMessages.add(info.id);
+          if (userMessages.size > MAX_USER_MESSAGES) userMessages.delete(userMessages.values().next().value as string);
+        }
+        return [];
+      }
       case 'message.part.updated': {
         const part = (p.part ?? {}) as Record<string, unknown>;
         const sessionId = str(part.sessionID) ?? str(p.sessionID);
@@ -129,7 +140,7 @@ export function createEventNormalizer(): EventNormalizer {
         const base = { type: 'activity' as const, sessionId, rootSessionId: rootOf(sessionId), messageId };
         // What the live view shows of the part (its content, shortened for tool calls).
         const live = livePartOfRaw(part, sessionId);
-        const withLive = live ? { part: live } : {};
+        const withLive = live ? { part: userMessages.has(messageId) ? { ...live, fromUser: true } : live } : {};
         switch (part.type) {
           case 'tool': {
             const state = (part.state ?? {}) as Record<string, unknown>;

@@ -279,10 +279,10 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     async liveParts(sessionId) {
       const data = unwrap(await (await sdk()).session.messages({ sessionID: sessionId }), `read the messages of session ${sessionId}`);
       const updates: LivePartUpdate[] = [];
-      for (const entry of data as unknown as Array<{ parts?: Array<Record<string, unknown>> }>) {
+      for (const entry of data as unknown as Array<{ info?: { role?: string }; parts?: Array<Record<string, unknown>> }>) {
         for (const part of entry.parts ?? []) {
           const update = livePartOfRaw(part, sessionId);
-          if (update) updates.push(update);
+          if (update) updates.push(entry.info?.role === 'user' ? { ...update, fromUser: true } : update);
         }
       }
       return updates;

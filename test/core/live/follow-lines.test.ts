@@ -88,4 +88,14 @@ describe('forge run --follow lines', () => {
     assert.equal((line!.json.text as string).length, 4000);
     assert.match(line!.text, /says: …0{10}1{10}/);
   });
+
+  it('a text part closed early prints once, whatever updates of it come later; Forge\'s prompt never prints', () => {
+    const f = new FollowLines('demo');
+    f.onEvent(session('s1'));
+    f.onEvent(part({ partId: 'p', delta: 'early' }));
+    assert.equal(f.onEvent(toolPart('t', 'running')).length, 1);
+    assert.deepEqual(f.onEvent(part({ partId: 'p', text: 'early', ended: true })), []);
+    assert.deepEqual(f.onEvent(part({ partId: 'u', text: 'the prompt', ended: true, fromUser: true })), []);
+    assert.deepEqual(f.flush(), []);
+  });
 });

@@ -168,5 +168,17 @@ describe('model errors and server events in a loop\'s words', () => {
       assert.ok(tool?.type === 'activity');
       assert.deepEqual(tool.part?.tool, { name: 'bash', callId: 'c', status: 'error', args: 'command="rm -rf /"', result: 'error: denied by the permission rules' });
     });
+
+    it("marks the parts of user messages (Forge's prompts) as such", () => {
+      const n = createEventNormalizer();
+      n.normalize({ type: 'message.updated', properties: { info: { id: 'mu', role: 'user', sessionID: 's' } } });
+      n.normalize({ type: 'message.updated', properties: { info: { id: 'ma', role: 'assistant', sessionID: 's' } } });
+      const partOf = (messageID: string) => {
+        const [e] = n.normalize({ type: 'message.part.updated', properties: { part: { id: `p-${messageID}`, type: 'text', sessionID: 's', messageID, text: 'x' } } });
+        return e?.type === 'activity' ? e.part : undefined;
+      };
+      assert.equal(partOf('mu')?.fromUser, true);
+      assert.equal(partOf('ma')?.fromUser, undefined);
+    });
   });
 });
