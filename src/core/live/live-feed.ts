@@ -13,7 +13,7 @@
  * cannot read the server either; its live view says where the loop runs instead.
  */
 import type { LoopRef } from '../loop/runtime-types';
-import { DEFAULT_LIVE_LIMITS, LivePartBuffer, type LivePart, type LivePartLimits, type LivePartUpdate } from './live-parts';
+import { coalesceUpdates, DEFAULT_LIVE_LIMITS, LivePartBuffer, type LivePart, type LivePartLimits, type LivePartUpdate } from './live-parts';
 
 export interface LiveSessionInfo {
   readonly sessionId: string;
@@ -47,8 +47,21 @@ export interface LiveFeedSink {
   reader(loop: LoopRef, read: ((sessionId: string) => Promise<LivePartUpdate[]>) | null): void;
 }
 
+/** What a batched subscriber gets per loop: the updates of the interval, coalesced (one per part). */
+export interface LiveFeedBatch {
+  readonly loop: LoopRef;
+  /** A session was added since the last batch. */
+  readonly sessionsChanged: boolean;
+  readonly updates: LivePartUpdate[];
+}
+
 export interface LiveFeed extends LiveFeedSink {
   subscribe(listener: LiveFeedListener): () => void;
+  /**
+   * Updates gathered for `intervalMs` and coalesced per part, one call per loop that changed:
+   * for views that must not redraw per token.
+   */
+  subscribeBatched(listener: (batch: LiveFeedBatch) => void, intervalMs?: number): () => void;
   /** The loop's sessions this process saw, oldest first (subagents after their parent). */
   sessions(loop: LoopRef): LiveSessionInfo[];
   /** The parts kept in memory for a session (the last `maxParts`), and how many were dropped. */
@@ -101,6 +114,11 @@ export function createLiveFeed(limits: LiveFeedLimits = DEFAULT_LIVE_FEED_LIMITS
     }
   }
 
+  function subscribe(listener: LiveFeedListener): () => void {
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  }
+
   function sessionEntry(live: LoopLive, info: LiveSessionInfo) {
     let entry = live.sessions.get(info.sessionId);
     if (!entry) {
@@ -141,9 +159,45 @@ export function createLiveFeed(limits: LiveFeedLimits = DEFAULT_LIVE_FEED_LIMITS
     reader(loop, read) {
       loopLive(loop).read = read;
     },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
+    subscribe,
+    subscribeBatched(listener, intervalMs = 50) {
+      const pending = new Map<string, { loop: LoopRef; sessionsChanged: boolean; updates: LivePartUpdate[] }>();
+      let timer: NodeJS.Timeout | undefined;
+      const flush = () => {
+        timer = undefined;
+        const batches = [...pending.values()];
+        pending.clear();
+        for (const b of batches) {
+          try {
+            listener({ loop: b.loop, sessionsChanged: b.sessionsChanged, updates: coalesceUpdates(b.updates) });
+          } catch (error) {
+            log(`live feed batch listener failed: ${String(error)}`);
+          }
+        }
+      };
+      const off = subscribe((event) => {
+        const k = key(event.loop);
+        let entry = pending.get(k);
+        if (!entry) {
+          entry = { loop: event.loop, sessionsChanged: false, updates: [] };
+          pending.set(k, entry);
+        }
+        if (event.type === 'session') entry.sessionsChanged = true;
+        else {
+          entry.updates.push(event.update);
+          // A burst within one interval stays bounded too.
+          if (entry.updates.length >= 4096) entry.updates = coalesceUpdates(entry.updates);
+        }
+        if (!timer) {
+          timer = setTimeout(flush, intervalMs);
+          timer.unref?.();
+        }
+      });
+      return () => {
+        off();
+        if (timer) clearTimeout(timer);
+        pending.clear();
+      };
     },
     sessions(loop) {
       const live = loops.get(key(loop));

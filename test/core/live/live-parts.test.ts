@@ -245,4 +245,24 @@ describe('the engine live feed', () => {
     assert.equal(reached, 1);
     assert.match(logged[0]!, /boom/);
   });
+
+  it('a batched subscriber gets one coalesced batch per loop per interval, with every update counted', async () => {
+    const feed = createLiveFeed();
+    const batches: Array<{ loop: string; sessionsChanged: boolean; updates: LivePartUpdate[] }> = [];
+    const off = feed.subscribeBatched((b) => batches.push({ loop: b.loop.name, sessionsChanged: b.sessionsChanged, updates: b.updates }), 20);
+    feed.session(loop, info('s'));
+    for (let i = 0; i < 500; i++) feed.part(loop, 's', delta(`p${i % 2}`, 'x'));
+    feed.part({ projectId: 'p', name: 'other' }, 'o', delta('q', 'y', 'o'));
+    await new Promise((r) => setTimeout(r, 60));
+    assert.deepEqual(batches.map((b) => [b.loop, b.sessionsChanged, b.updates.length]), [['l', true, 2], ['other', true, 1]]);
+    assert.equal(batches[0]!.updates.reduce((n, u) => n + (u.merged ?? 1), 0), 500);
+    assert.equal(batches[0]!.updates[0]!.delta, 'x'.repeat(250));
+    feed.part(loop, 's', delta('p0', 'z'));
+    await new Promise((r) => setTimeout(r, 60));
+    assert.deepEqual(batches.slice(2).map((b) => [b.loop, b.sessionsChanged, b.updates.length]), [['l', false, 1]]);
+    off();
+    feed.part(loop, 's', delta('p0', 'z'));
+    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(batches.length, 3, 'nothing after unsubscribing');
+  });
 });
