@@ -92,7 +92,7 @@ describe('the dashboard live view follows the running session (scripted model)',
     assert.ok(shot.endsWith('.png'));
   });
 
-  it('with follow on, moves to each next session at the phase changes (the final audit's last), and keeps the parts after the loop ended', async () => {
+  it('with follow on, moves to each next session at the phase changes (the final audit is the last), and keeps the parts after the loop ended', async () => {
     release();
     const api = await forgeApi();
     await waitFor('the loop to complete', () => api.engine()!.runtime.get(ref!)!.status === 'completed', 240_000, 500);
