@@ -80,6 +80,9 @@ async function hostBundle(name, entry) {
     target: 'node20',
     external: ['vscode'],
     logLevel: 'warning',
+    // The test support it shares reads import.meta.url (as test/vscode/build-suite.mjs does).
+    define: { 'import.meta.url': '__forgeImportMetaUrl' },
+    banner: { js: "const __forgeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
   return join(root, `out/${name}/index.cjs`);
 }
@@ -94,6 +97,7 @@ async function measureLive() {
   const { runVsCodeTests } = await import('../test/vscode/run-host.mjs');
   const results = [];
   const loads = [];
+  const logs = [];
   for (let i = 0; i < hostRuns; i++) {
     const file = join(work, `live-${i}.json`);
     const { exitCode } = await runVsCodeTests({
@@ -101,9 +105,9 @@ async function measureLive() {
       extensionTestsPath: entry,
       extensionDevelopmentPath,
       env: { FORGE_BENCH_OUT: file, FORGE_BENCH_LIVE_RATE: String(rate), FORGE_BENCH_LIVE_SECONDS: String(seconds) },
-      log: () => {},
+      log: (l) => logs.push(l),
     });
-    if (exitCode !== 0) throw new Error(`the live-view host run ${i + 1} failed (exit ${exitCode})`);
+    if (exitCode !== 0) throw new Error(`the live-view host run ${i + 1} failed (exit ${exitCode}); its last output:\n${logs.slice(-40).join('\n')}`);
     results.push(JSON.parse(readFileSync(file, 'utf8')));
     loads.push(loadavg()[0]);
   }
