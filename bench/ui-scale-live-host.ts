@@ -111,14 +111,16 @@ export async function run(): Promise<void> {
     const result: WindowResult = { dashboard, sent: pieces, sentChars: streamText.length, engineDeltas: m.deltas, engineChars: m.chars, streamMs, cpuMs, cpuShare: cpuMs / streamMs };
     if (dashboard) {
       const endAt = performance.now();
-      const probe = await waitFor('the webview to show every character streamed', async () => {
+      const partId = m.partId;
+      const { probe, part } = await waitFor('the webview to show every character streamed', async () => {
         const p = (await api.dashboard().probe()).live;
-        return p.textChars >= streamText.length ? p : undefined;
+        const shown = p.parts.find((x) => x.partId === partId);
+        return shown && shown.chars >= streamText.length ? { probe: p, part: shown } : undefined;
       }, 60_000, 20);
       Object.assign(result, {
         catchUpMs: performance.now() - endAt,
-        webviewUpdates: probe.updatesApplied,
-        webviewChars: probe.textChars,
+        webviewUpdates: part.updates,
+        webviewChars: part.chars,
         webviewBatches: probe.batches,
         webviewFrames: probe.frames,
         lagMedianMs: probe.lagMedianMs,

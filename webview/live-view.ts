@@ -45,6 +45,9 @@ export class LiveView {
   private pendingSentAt: number[] = [];
   private readonly lags: number[] = [];
   private stats = { updatesApplied: 0, batches: 0, frames: 0 };
+  /** Where the reader left the part list (a re-render of the dashboard re-attaches it, which resets scrolling). */
+  private scrollTop = 0;
+  private atBottom = true;
 
   constructor(private readonly send: (message: WebviewToHost) => void) {
     this.followBox.type = 'checkbox';
@@ -61,6 +64,11 @@ export class LiveView {
       if (this.loop && this.shown) this.send({ type: 'liveSession', loop: this.loop, sessionId: this.shown, full: true });
     });
     this.controls.append(followLabel, loadAll);
+    this.partList.addEventListener('scroll', () => {
+      if (!this.partList.isConnected || this.partList.clientHeight === 0) return;
+      this.scrollTop = this.partList.scrollTop;
+      this.atBottom = this.partList.scrollHeight - this.partList.scrollTop - this.partList.clientHeight < 40;
+    });
     this.root.append(this.heading, this.message, this.controls, this.sessionList, this.note, this.partList);
   }
 
@@ -124,6 +132,7 @@ export class LiveView {
       toolCalls: Array.from(this.partList.querySelectorAll('[data-live-tool]')).map((n) => `${n.getAttribute('data-live-tool')} ${n.getAttribute('data-status')}`),
       partRows: this.partList.childElementCount,
       textChars: buffer ? buffer.parts().reduce((n, p) => n + (p.kind === 'tool' || p.fromUser ? 0 : p.textLength), 0) : 0,
+      parts: buffer ? buffer.parts().map((p) => ({ partId: p.partId, kind: p.fromUser ? 'prompt' : p.kind, chars: p.textLength, updates: p.updates })) : [],
       updatesApplied: this.stats.updatesApplied,
       batches: this.stats.batches,
       frames: this.stats.frames,
@@ -209,7 +218,7 @@ export class LiveView {
     this.controls.hidden = !liveShown;
     this.sessionList.hidden = !liveShown;
     this.partList.hidden = !liveShown;
-    const stick = this.follow && this.partList.scrollHeight - this.partList.scrollTop - this.partList.clientHeight < 40;
+    const stick = this.follow && this.atBottom;
     if (this.rebuild) this.renderSessions();
     const buffer = this.shown ? this.buffers.get(this.shown) : undefined;
     this.note.textContent = this.shown ? (this.notes.get(this.shown) ?? (buffer && buffer.dropped > 0 ? `${buffer.dropped} older part${buffer.dropped === 1 ? '' : 's'} not kept here: "Load the whole session from opencode" reads them.` : '')) : '';
@@ -239,6 +248,7 @@ export class LiveView {
     this.rebuild = false;
     this.dirtyParts.clear();
     if (stick) this.partList.scrollTop = this.partList.scrollHeight;
+    else if (this.partList.scrollTop !== this.scrollTop) this.partList.scrollTop = this.scrollTop;
     const now = Date.now();
     for (const sentAt of this.pendingSentAt) {
       this.lags.push(now - sentAt);

@@ -239,6 +239,8 @@ export interface LiveProbe {
   readonly partRows: number;
   /** Characters of text seen in the shown session (kept or not). */
   readonly textChars: number;
+  /** The shown session's parts: characters seen and updates applied per part. */
+  readonly parts: readonly { readonly partId: string; readonly kind: string; readonly chars: number; readonly updates: number }[];
   /** Updates applied since the loop was selected (merged ones counted as many). */
   readonly updatesApplied: number;
   readonly batches: number;
