@@ -61,9 +61,8 @@ export async function run(): Promise<void> {
     const called = calledTools(request);
     if (called.includes('forge_loop_handoff')) return text('Handed off.');
     if (agent === 'forge-code') {
-      const worktree = api.engine()!.runtime.get(ref!)!.worktreeDir!;
       streams += 1;
-      if (streams === 1) return { kind: 'tool-calls', text: streamText, pacing, calls: [{ name: 'read', args: { filePath: join(worktree, 'README.md') } }] };
+      if (streams === 1) return { kind: 'tool-calls', text: streamText, pacing, calls: [{ name: 'read', args: { filePath: 'README.md' } }] };
       if (streams === 2) await secondMayStart;
       if (streams === 2) return { kind: 'tool-calls', text: streamText, pacing, calls: [{ name: 'forge_loop_handoff', args: { decisions: 'Streamed.', verification: 'none', notesForAuditor: '' } }] };
       return toolCall('forge_loop_handoff', { decisions: 'Streamed.', verification: 'none', notesForAuditor: '' });

@@ -23,7 +23,7 @@
 // dist/ is not touched.
 import * as esbuild from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -94,6 +94,8 @@ async function measureLive() {
   if (!(rate > 0) || !(seconds > 0)) throw new Error('--rate and --seconds must be positive numbers');
   const entry = await hostBundle('bench-ui-live', 'bench/ui-scale-live-host.ts');
   const extensionDevelopmentPath = productionExtension();
+  // Loops need opencode: the copy finds the checkout's binary as a user's install finds theirs.
+  symlinkSync(join(root, 'node_modules'), join(extensionDevelopmentPath, 'node_modules'), 'dir');
   const { runVsCodeTests } = await import('../test/vscode/run-host.mjs');
   const results = [];
   const loads = [];
