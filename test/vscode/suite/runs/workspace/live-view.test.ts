@@ -102,7 +102,8 @@ describe('the dashboard live view follows the running session (scripted model)',
     const auditor = sessions[sessions.length - 1]!;
     const p = await waitFor('the live view to show the auditor session', async () => {
       const now = await live();
-      return now.shownSession === auditor.sessionId && now.toolCalls.includes('forge_loop_handoff completed') ? now : undefined;
+      // The dashboard's state (the loop ended) follows the database a moment later than the parts.
+      return now.shownSession === auditor.sessionId && now.toolCalls.includes('forge_loop_handoff completed') && /not running/.test(now.message) ? now : undefined;
     }, 60_000, 300);
     assert.equal(p.state, 'live');
     assert.match(p.message, /not running/);
