@@ -7,8 +7,14 @@
 //      Loop Explorer's TreeItems for 1 000 loops, and publishing 20 000 diagnostics through a
 //      DiagnosticCollection (and clearing them).
 // Targets: activation < 50 ms with no process started, tree < 20 ms, diagnostics < 100 ms.
+//   3. (--live-only runs this alone; it runs after 1 and 2 with --live) the dashboard's live
+//      view: a loop whose coder streams RATE parts/s for SECONDS s (the scripted model),
+//      first with the dashboard closed (baseline), then open on the loop
+//      (bench/ui-scale-live-host.ts): text deltas sent, received by the engine, applied by the
+//      webview, its lag and catch-up, and the extension host's CPU share in both windows.
 //
 //   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--json]
+//   node bench/ui-scale.mjs --live-only [--host-runs N] [--rate 200] [--seconds 30] [--json]
 //   npm run bench:ui
 //
 // The extension host loads the build a user installs: `node esbuild.mjs --production` (what
@@ -17,7 +23,7 @@
 // dist/ is not touched.
 import * as esbuild from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -30,6 +36,10 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '15' },
     'host-runs': { type: 'string', default: '3' },
     'no-host': { type: 'boolean', default: false },
+    'live-only': { type: 'boolean', default: false },
+    live: { type: 'boolean', default: false },
+    rate: { type: 'string', default: '200' },
+    seconds: { type: 'string', default: '30' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -48,7 +58,99 @@ const line = (label, value, target) => {
 };
 
 const work = mkdtempSync(join(tmpdir(), 'forge-bench-ui-'));
+
+/** The production build in a temporary copy of the extension (what a VSIX carries). */
+function productionExtension() {
+  const extensionDevelopmentPath = join(work, 'extension');
+  mkdirSync(extensionDevelopmentPath, { recursive: true });
+  for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
+  const build = spawnSync(process.execPath, [join(root, 'esbuild.mjs'), '--production', '--outdir', join(extensionDevelopmentPath, 'dist')], { cwd: root, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`node esbuild.mjs --production failed (exit ${build.status ?? build.signal}):\n${build.stderr}`);
+  return extensionDevelopmentPath;
+}
+
+async function hostBundle(name, entry) {
+  await esbuild.build({
+    entryPoints: { index: join(root, entry) },
+    outdir: join(root, `out/${name}`),
+    outExtension: { '.js': '.cjs' },
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    external: ['vscode'],
+    logLevel: 'warning',
+    // The test support it shares reads import.meta.url (as test/vscode/build-suite.mjs does).
+    define: { 'import.meta.url': '__forgeImportMetaUrl' },
+    banner: { js: "const __forgeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+  });
+  return join(root, `out/${name}/index.cjs`);
+}
+
+/** 3. The live view under a steady stream, in the real extension host. */
+async function measureLive() {
+  const rate = Number(values.rate);
+  const seconds = Number(values.seconds);
+  if (!(rate > 0) || !(seconds > 0)) throw new Error('--rate and --seconds must be positive numbers');
+  const entry = await hostBundle('bench-ui-live', 'bench/ui-scale-live-host.ts');
+  const extensionDevelopmentPath = productionExtension();
+  // Loops need opencode: the copy finds the checkout's binary as a user's install finds theirs.
+  symlinkSync(join(root, 'node_modules'), join(extensionDevelopmentPath, 'node_modules'), 'dir');
+  const { runVsCodeTests } = await import('../test/vscode/run-host.mjs');
+  const results = [];
+  const loads = [];
+  const logs = [];
+  for (let i = 0; i < hostRuns; i++) {
+    const file = join(work, `live-${i}.json`);
+    const { exitCode } = await runVsCodeTests({
+      run: 'main',
+      extensionTestsPath: entry,
+      extensionDevelopmentPath,
+      env: { FORGE_BENCH_OUT: file, FORGE_BENCH_LIVE_RATE: String(rate), FORGE_BENCH_LIVE_SECONDS: String(seconds) },
+      log: (l) => logs.push(l),
+    });
+    if (exitCode !== 0) throw new Error(`the live-view host run ${i + 1} failed (exit ${exitCode}); its last output:\n${logs.slice(-40).join('\n')}`);
+    results.push(JSON.parse(readFileSync(file, 'utf8')));
+    loads.push(loadavg()[0]);
+  }
+  const closed = results.map((r) => r.windows.find((w) => !w.dashboard));
+  const open = results.map((r) => r.windows.find((w) => w.dashboard));
+  // Plausibility: every piece the model sent reached the engine and the webview, as characters.
+  for (const [i, w] of open.entries()) {
+    if (w.engineChars !== w.sentChars || w.webviewChars < w.sentChars) throw new Error(`host run ${i + 1}: the model sent ${w.sentChars} characters in ${w.sent} pieces, the engine received ${w.engineChars}, the webview shows ${w.webviewChars}`);
+  }
+  const m = (list, f) => median(list.map(f));
+  if (!values.json) {
+    process.stdout.write(`\nlive view: the scripted model streams ${rate} parts/s for ${seconds} s, ${hostRuns} host run(s); load average (1 min) after each: ${loads.map((l) => l.toFixed(1)).join(', ')}\n`);
+    for (const [i, w] of open.entries()) {
+      process.stdout.write(`  run ${i + 1}: sent ${w.sent} pieces (${w.sentChars} chars); engine got ${w.engineDeltas} deltas (${w.engineChars} chars); webview applied ${w.webviewUpdates} updates in ${w.webviewBatches} batches, ${w.webviewFrames} frames; baseline engine got ${closed[i].engineDeltas}/${closed[i].sent}\n`);
+    }
+  }
+  const rateLine = (label, value, unit) => {
+    out.push({ label, value, unit });
+    if (!values.json) process.stdout.write(`${label.padEnd(64)} ${`${value.toFixed(unit === '%' ? 1 : unit === 'ms' ? 1 : 0)} ${unit}`.padStart(12)}\n`);
+  };
+  rateLine('parts/s sent by the model (dashboard open)', m(open, (w) => (w.sent / w.streamMs) * 1000), '/s');
+  rateLine('text deltas/s received by the engine', m(open, (w) => (w.engineDeltas / w.streamMs) * 1000), '/s');
+  rateLine('updates/s the webview applied and drew', m(open, (w) => (w.webviewUpdates / w.streamMs) * 1000), '/s');
+  rateLine('batches/s posted to the webview', m(open, (w) => (w.webviewBatches / w.streamMs) * 1000), '/s');
+  rateLine('webview lag, host post → DOM updated (median of batches)', m(open, (w) => w.lagMedianMs), 'ms');
+  rateLine('webview lag, worst batch', m(open, (w) => w.lagMaxMs), 'ms');
+  rateLine('webview shows the last part after the stream ended', m(open, (w) => w.catchUpMs), 'ms');
+  rateLine('extension host CPU share, dashboard closed (baseline)', m(closed, (w) => w.cpuShare * 100), '%');
+  rateLine('extension host CPU share, dashboard open, following', m(open, (w) => w.cpuShare * 100), '%');
+  rateLine('  difference: the live view', m(results.map((_, i) => i), (i) => (open[i].cpuShare - closed[i].cpuShare) * 100), '%');
+  return results;
+}
+
 try {
+  if (values['live-only']) {
+    if (!values.json) process.stdout.write(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+    const results = await measureLive();
+    if (values.json) process.stdout.write(`${JSON.stringify({ figures: out, runs: results }, null, 2)}\n`);
+    rmSync(work, { recursive: true, force: true });
+    process.exit(0);
+  }
   // 1. Plain Node.
   const pureBundle = join(work, 'pure.cjs');
   await esbuild.build({ entryPoints: [join(root, 'bench/ui-scale-fixtures.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node20', outfile: pureBundle, logLevel: 'warning' });
@@ -128,6 +230,7 @@ try {
     line('until the workbench shows them all (Problems view, polled)', median(results.map((r) => r.untilWorkbenchShowsMs)));
     if (!values.json) process.stdout.write(`engine started by activation: ${results.some((r) => r.engineStartedByActivation) ? 'yes' : 'no'}; dist/core.cjs loaded by then: ${results.some((r) => r.coreLoadedAfterActivation) ? 'yes' : 'no'}; diagnostics the extension host held after publishing: ${results.map((r) => r.publishedDiagnostics).join(', ')}; the workbench showed: ${results.map((r) => r.workbenchShown).join(', ')}\n`);
   }
+  if (values.live) await measureLive();
   if (values.json) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
 } finally {
   rmSync(work, { recursive: true, force: true });

@@ -20,6 +20,7 @@ import type {
   WebviewToHost,
 } from '../src/vscode/dashboard/protocol';
 import { renderStateDiagram } from './state-diagram';
+import { LiveView } from './live-view';
 
 interface VsCodeApi {
   postMessage(message: WebviewToHost): void;
@@ -47,6 +48,7 @@ function h(tag: string, attrs: Record<string, string | number | boolean> = {}, .
 }
 
 const send = (message: WebviewToHost) => vscode.postMessage(message);
+const liveView = new LiveView(send);
 const sameKey = (a: LoopKey | null, b: LoopKey | null) => !!a && !!b && a.projectId === b.projectId && a.name === b.name;
 
 const formatCost = (cost: number) => (cost <= 0 ? '$0' : cost >= 1 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`);
@@ -391,7 +393,8 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
         )
       : null;
 
-  return h('div', { class: 'detail' }, header, summary, diagram, plan, renderChecks(detail), renderShellInterventions(detail), findings, usage);
+  liveView.setDetail(detail);
+  return h('div', { class: 'detail' }, header, summary, liveView.root, diagram, plan, renderChecks(detail), renderShellInterventions(detail), findings, usage);
 }
 
 function render(state: DashboardState): void {
@@ -425,12 +428,14 @@ function probe(): RenderProbe {
     checks: Array.from(app.querySelectorAll('div.check')).map((c) => `${c.querySelector('.check-label')?.textContent ?? ''}: ${c.querySelector('.check-status')?.textContent ?? ''}`),
     checkRunRows: app.querySelectorAll('tr.check-run').length,
     checkOutputBlocks: app.querySelectorAll('pre.check-output-text').length,
+    live: app.contains(liveView.root) ? liveView.probe() : { ...liveView.probe(), state: 'hidden' },
   };
 }
 
 window.addEventListener('message', (event: MessageEvent<HostToWebview>) => {
   const message = event.data;
   if (message.type === 'state') render(message.state);
+  else if (message.type === 'live') liveView.onBatch(message);
   else if (message.type === 'probe') send({ type: 'probeResult', requestId: message.requestId, probe: probe() });
 });
 

@@ -47,6 +47,8 @@ Options:
   --exists PATH            goal: a file that must exist (repeatable)
   --contains PATH:TEXT     goal: a file that must contain TEXT (repeatable)
   --matches PATH:/RE/      goal: a file whose content must match (repeatable)
+  --follow                 run, goal, restart: also print what the agent does
+                           (one line per tool call, one per message it writes)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --out FILE               plan: where to write the drafted plan (must not exist)
   --continue ID            plan: continue the draft ID (forge plan prints it)
@@ -76,6 +78,8 @@ export interface RunOptions extends CommonOptions {
   budget: BudgetArgs | null;
   /** --dry-run: print the estimate, start nothing. */
   dryRun: boolean;
+  /** Print the agent's tool calls and messages as they happen (--follow). */
+  follow: boolean;
 }
 
 /** `--budget`, `--budget-tokens`, `--budget-auditor-share` as given (absent fields: not given). */
@@ -111,7 +115,7 @@ export type CliCommand =
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
-  | ({ command: 'restart'; name: string } & RestartArgs & CommonOptions);
+  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean } & CommonOptions);
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -205,6 +209,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         continue: { type: 'string' },
         json: { type: 'boolean' },
         force: { type: 'boolean' },
+        follow: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -244,6 +249,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     }
   }
   if (command !== 'restart' && v.force) throw new UsageError('--force applies to forge restart only.');
+  if (command !== 'run' && command !== 'goal' && command !== 'restart' && v.follow) throw new UsageError('--follow applies to forge run, forge goal and forge restart only.');
 
   switch (command) {
     case 'run':
@@ -281,7 +287,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       return { command, name: one('loop name'), ...common };
     case 'restart': {
       const models = modelOptions(v as Record<string, string | boolean | undefined>);
-      return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), ...common };
+      return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), follow: v.follow ?? false, ...common };
     }
     default:
       throw new UsageError(`Unknown command "${command}".`);
@@ -352,6 +358,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     merge: (merge as RunOptions['merge']) ?? null,
     budget: budgetOptions(v),
     dryRun: v['dry-run'] === true,
+    follow: v.follow === true,
   };
 }
 

@@ -20,6 +20,7 @@ import { formatDraftResult } from './format-plan';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
+import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -100,11 +101,25 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
 }
 
 async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'run' | 'goal' | 'restart' }>): Promise<number> {
+  let ref: LoopRef | undefined;
+  // --follow: what the agent does, from the engine's live feed (this process drives one loop).
+  let follower: FollowLines | undefined;
+  const printFollow = (lines: FollowLine[]) => {
+    for (const l of lines) out(cmd.json ? JSON.stringify(l.json) : l.text);
+  };
+  const unfollow = cmd.follow
+    ? engine.live.subscribe((e) => {
+        if (ref && (e.loop.name !== ref.name || e.loop.projectId !== ref.projectId)) return;
+        follower ??= new FollowLines(e.loop.name);
+        printFollow(follower.onEvent(e));
+      })
+    : () => true;
   const print = (e: LoopRuntimeEvent) => {
+    // What the agent left unfinished comes before the phase change or the end that cut it.
+    if (follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) printFollow(follower.flush());
     const line = formatEvent(e, cmd.json);
     if (line) out(line);
   };
-  let ref: LoopRef;
   let unsubscribe = engine.runtime.subscribe(print);
   if (cmd.command === 'restart') {
     ref = { projectId: (await engine.runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
@@ -146,8 +161,8 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
   const onSignal = () => {
     interrupted++;
     if (interrupted === 1) {
-      err(`forge: cancelling loop "${ref.name}" (worktree and branch are kept)…`);
-      void engine.runtime.cancel(ref).catch((e) => err(`forge: ${(e as Error).message}`));
+      err(`forge: cancelling loop "${ref!.name}" (worktree and branch are kept)…`);
+      void engine.runtime.cancel(ref!).catch((e) => err(`forge: ${(e as Error).message}`));
     } else {
       err('forge: second interrupt, exiting without waiting; the loop stays marked running (restart it with --force).');
       process.exit(EXIT.cancelled);
@@ -158,13 +173,14 @@ async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const signal of signals) process.on(signal, onSignal);
   try {
-    const end = await engine.runtime.waitForEnd(ref);
+    const end = await engine.runtime.waitForEnd(ref!);
     if (end.type === 'loop.supervision_lost') return EXIT.supervisionLost;
     return exitCodeFor(end.reason);
   } finally {
     for (const signal of signals) process.off(signal, onSignal);
     unsubscribe();
     unsubscribe = () => true;
+    unfollow();
   }
 }
 

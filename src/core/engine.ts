@@ -46,6 +46,7 @@ import { createGitRunner, createWorktreeService, ensureDataDir, type WorktreeSer
 import { createPlanDrafter, type PlanDrafter } from './plan-draft/plan-drafter';
 import { PlanDraftError } from './plan-draft/architect-prompt';
 import type { PermissionRule } from './opencode/agent-client';
+import { createLiveFeed, type LiveFeed } from './live/live-feed';
 
 export type { EngineLog };
 
@@ -101,6 +102,8 @@ export interface ForgeEngine {
   readonly worktrees: WorktreeService;
   /** Plan authoring: architect sessions drafting plans of record (`forge plan`, *Forge: Draft Plan*). */
   readonly planner: PlanDrafter;
+  /** What the agent sessions of the loops this process drives are doing now (not persisted). */
+  readonly live: LiveFeed;
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
@@ -298,6 +301,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
   };
 
+  const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
   const loopJobs = new LoopJobRegistry();
   /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
   function toolServerFor(projectId: string): Promise<ForgeToolServer> {
@@ -323,6 +327,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     db,
     jobs: loopJobs,
     ...(options.shellWatchdogFloorMs !== undefined ? { shellWatchdogFloorMs: options.shellWatchdogFloorMs } : {}),
+    live,
     worktrees,
     settings: options.settings,
     log,
@@ -433,6 +438,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     repos,
     worktrees,
     planner,
+    live,
     onDidChangeStore(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

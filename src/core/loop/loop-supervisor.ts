@@ -38,6 +38,7 @@ import { promptContextFor } from './prompt-context';
 import type { CheckExecutor } from '../checks';
 import { runGate } from './loop-gate';
 import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
+import type { LiveFeedSink } from '../live/live-feed';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 
@@ -67,6 +68,8 @@ export interface SupervisorDeps {
   onDisposed: (ref: LoopRef) => void;
   /** Benchmark hook (see LoopTimingMark); unset in normal use. */
   onTiming?: (mark: LoopTimingMark) => void;
+  /** The engine's live-parts feed (what the sessions are doing now). */
+  live?: LiveFeedSink;
 }
 
 interface CurrentSession {
@@ -144,6 +147,8 @@ export class LoopSupervisor {
   private deferredEvents: LoopRuntimeEvent[] = [];
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
   private gateAbort: AbortController | undefined;
+  /** The loop's own sessions (their subagents' parts go to the live feed too). */
+  private readonly liveRoots = new Set<string>();
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -200,6 +205,9 @@ export class LoopSupervisor {
     for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
     this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: this.agent.server.marker() ?? null });
     const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
+    const client = this.client;
+    this.deps.live?.reader(this.ref, (sessionId) => client.liveParts(sessionId));
+    this.disposers.push(() => this.deps.live?.reader(this.ref, null));
     const detachPermissions = attachPermissionResponder({
       client: this.client,
       resolve: (root) =>
@@ -313,6 +321,8 @@ export class LoopSupervisor {
       variant,
       serverGeneration: this.agent!.server.generation(),
     };
+    this.liveRoots.add(sessionId);
+    this.deps.live?.session(this.ref, { sessionId, parentSessionId: null, phase, iteration: state.iteration, startedAt: now });
     this.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
@@ -415,6 +425,14 @@ export class LoopSupervisor {
   }
 
   private onAgentEvent(event: AgentEvent): void {
+    // The live view: every part of the loop's sessions and their subagents', current or not.
+    if (this.deps.live) {
+      if (event.type === 'activity' && event.part && this.liveRoots.has(event.rootSessionId)) this.deps.live.part(this.ref, event.rootSessionId, event.part);
+      else if (event.type === 'session.created' && event.parentSessionId && this.liveRoots.has(event.rootSessionId)) {
+        const cur = this.current;
+        this.deps.live.session(this.ref, { sessionId: event.sessionId, parentSessionId: event.parentSessionId, phase: cur?.phase ?? '', iteration: this.state().iteration, startedAt: Date.now() });
+      }
+    }
     if (event.type === 'session.idle') this.settleWaiters.get(event.sessionId)?.();
     if (event.type !== 'activity') this.deps.log.debug(`[loop ${this.ref.name}] event ${event.type} ${'sessionId' in event ? event.sessionId : ''} current=${this.current?.id ?? '-'}`);
     const cur = this.current;

@@ -55,6 +55,7 @@ import { LoopJobRegistry } from '../jobs/job-registry';
 import { LoopJobs } from '../jobs/loop-jobs';
 import { effectiveStallMs, ShellWatchdog } from '../jobs/shell-watchdog';
 import { dirname } from 'node:path';
+import type { LiveFeedSink } from '../live/live-feed';
 
 export interface LoopSandboxPort {
   /** The driver a new loop would be sandboxed with now, or why none works here. */
@@ -108,6 +109,8 @@ export interface LoopRuntimeDeps {
   jobs?: LoopJobRegistry;
   /** TEST ONLY: the shell-hang watchdog's floor (default 60 s; the user setting never goes below it). */
   shellWatchdogFloorMs?: number;
+  /** Where the supervisors publish what their sessions are doing (the live view). */
+  live?: LiveFeedSink;
 }
 
 /**
@@ -249,6 +252,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         supervisorId,
         leaseTtlMs,
         emit,
+        ...(deps.live ? { live: deps.live } : {}),
         openAgent: openAgentFor(ref.projectId),
         releaseSandbox: async (loop, ended) => {
           if (loop.sandbox && deps.sandbox) await deps.sandbox.release(loop, ended);

@@ -1,3 +1,5 @@
+import type { LivePartUpdate } from '../live/live-parts';
+
 /**
  * The port the loop engine depends on to drive agent sessions. One adapter implements it over
  * opencode's SDK (`sdk-agent-client.ts`); nothing else in Forge imports the SDK, so the engine
@@ -157,6 +159,8 @@ export type AgentEvent =
       callId?: string;
       /** The tool call's arguments as opencode reports them (tool activity only). */
       toolInput?: Record<string, unknown>;
+      /** The part's content for the live view (absent for step marks and parts it does not show). */
+      part?: LivePartUpdate;
     }
   | { type: 'session.created'; sessionId: string; parentSessionId?: string; rootSessionId: string }
   | { type: 'permission.asked'; rootSessionId: string; request: PermissionRequest }
@@ -173,6 +177,8 @@ export interface AgentClient {
   promptAsync(input: PromptInput): Promise<void>;
   abort(sessionId: string): Promise<void>;
   messages(sessionId: string): Promise<AgentMessage[]>;
+  /** A session's parts as the live view shows them, oldest first (read from opencode's stored messages). */
+  liveParts(sessionId: string): Promise<LivePartUpdate[]>;
   /** Usage of one session's assistant messages, per provider/model. */
   usage(sessionId: string): Promise<SessionUsageByModel[]>;
   deleteSession(sessionId: string): Promise<void>;

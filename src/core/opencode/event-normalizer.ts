@@ -6,6 +6,7 @@
  * found by polling after a lost event stream).
  */
 import type { AgentError, AgentEvent, AgentToolCall } from './agent-client';
+import { livePartOfRaw } from '../live/live-parts';
 
 export interface RawOpencodeEvent {
   type: string;
@@ -33,10 +34,13 @@ export interface EventNormalizer {
 }
 
 const MAX_SESSION_DEPTH = 32;
+const MAX_USER_MESSAGES = 256;
 
 export function createEventNormalizer(): EventNormalizer {
   const parents = new Map<string, string | undefined>();
   const states = new Map<string, TrackedSessionState>();
+  /** Ids of recent user messages (Forge's prompts), so their parts are marked as such; bounded. */
+  const userMessages = new Set<string>();
 
   function rootOf(sessionId: string): string {
     let current = sessionId;
@@ -120,12 +124,23 @@ export function createEventNormalizer(): EventNormalizer {
         if (sessionId) states.delete(sessionId);
         return [];
       }
+      case 'message.updated': {
+        const info = (p.info ?? {}) as Record<string, unknown>;
+        if (info.role === 'user' && typeof info.id === 'string') {
+          userMessages.add(info.id);
+          if (userMessages.size > MAX_USER_MESSAGES) userMessages.delete(userMessages.values().next().value as string);
+        }
+        return [];
+      }
       case 'message.part.updated': {
         const part = (p.part ?? {}) as Record<string, unknown>;
         const sessionId = str(part.sessionID) ?? str(p.sessionID);
         const messageId = str(part.messageID) ?? '';
         if (!sessionId) return [];
         const base = { type: 'activity' as const, sessionId, rootSessionId: rootOf(sessionId), messageId };
+        // What the live view shows of the part (its content, shortened for tool calls).
+        const live = livePartOfRaw(part, sessionId);
+        const withLive = live ? { part: userMessages.has(messageId) ? { ...live, fromUser: true } : live } : {};
         switch (part.type) {
           case 'tool': {
             const state = (part.state ?? {}) as Record<string, unknown>;
@@ -139,13 +154,14 @@ export function createEventNormalizer(): EventNormalizer {
                 toolStatus: toolStatus(state.status),
                 ...(callId ? { callId } : {}),
                 ...(input ? { toolInput: input } : {}),
+                ...withLive,
               },
             ];
           }
           case 'text':
-            return [{ ...base, kind: 'text' }];
+            return [{ ...base, kind: 'text', ...withLive }];
           case 'reasoning':
-            return [{ ...base, kind: 'reasoning' }];
+            return [{ ...base, kind: 'reasoning', ...withLive }];
           case 'step-start':
           case 'step-finish':
             return [{ ...base, kind: 'step' }];
@@ -156,8 +172,13 @@ export function createEventNormalizer(): EventNormalizer {
       case 'message.part.delta': {
         const sessionId = str(p.sessionID);
         if (!sessionId) return [];
-        const kind = p.field === 'reasoning' ? 'reasoning' : 'text';
-        return [{ type: 'activity', sessionId, rootSessionId: rootOf(sessionId), kind, messageId: str(p.messageID) ?? '' }];
+        const kind: 'reasoning' | 'text' = p.field === 'reasoning' ? 'reasoning' : 'text';
+        const messageId = str(p.messageID) ?? '';
+        const partId = str(p.partID);
+        // A delta of a part's text (reasoning parts stream their `text` too: the part's first
+        // update, already seen, says which kind it is).
+        const live = partId && typeof p.delta === 'string' && (p.field === 'text' || p.field === 'reasoning') ? { part: { partId, sessionId, messageId, kind, delta: p.delta } } : {};
+        return [{ type: 'activity', sessionId, rootSessionId: rootOf(sessionId), kind, messageId, ...live }];
       }
       case 'permission.asked': {
         const sessionId = str(p.sessionID);

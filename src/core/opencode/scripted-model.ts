@@ -29,9 +29,18 @@ export interface ScriptedToolCall {
   id?: string;
 }
 
+/**
+ * How a step's text is streamed, when not in three chunks at once: these pieces (their
+ * concatenation is the text), one every `intervalMs` (a steady rate, as a live-view benchmark needs).
+ */
+export interface ScriptedPacing {
+  pieces: string[];
+  intervalMs: number;
+}
+
 export type ScriptStep =
-  | { kind: 'text'; text: string; reasoning?: string; usage?: ScriptedUsage }
-  | { kind: 'tool-calls'; calls: ScriptedToolCall[]; text?: string; usage?: ScriptedUsage }
+  | { kind: 'text'; text: string; reasoning?: string; usage?: ScriptedUsage; pacing?: ScriptedPacing }
+  | { kind: 'tool-calls'; calls: ScriptedToolCall[]; text?: string; usage?: ScriptedUsage; pacing?: ScriptedPacing }
   | { kind: 'http-error'; status: number; body?: string; headers?: Record<string, string> }
   /** Sends the response headers and a first role chunk, then nothing until the model closes. */
   | { kind: 'hang' }
@@ -240,8 +249,19 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
       }
     }
     const prose = step.text ?? '';
-    for (const piece of splitForStreaming(prose)) {
-      send(chunk([{ index: 0, delta: { content: piece }, finish_reason: null }]));
+    if (step.pacing) {
+      // On a schedule from the start (not interval after interval), so timer slack does not slow the rate.
+      const start = Date.now();
+      for (let i = 0; i < step.pacing.pieces.length; i++) {
+        const wait = start + i * step.pacing.intervalMs - Date.now();
+        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+        if (res.destroyed) return;
+        send(chunk([{ index: 0, delta: { content: step.pacing.pieces[i] }, finish_reason: null }]));
+      }
+    } else {
+      for (const piece of splitForStreaming(prose)) {
+        send(chunk([{ index: 0, delta: { content: piece }, finish_reason: null }]));
+      }
     }
     let finish = 'stop';
     if (step.kind === 'tool-calls') {

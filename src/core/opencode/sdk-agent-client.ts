@@ -28,6 +28,7 @@ import {
   type ProviderCatalog,
   type SessionUsageByModel,
 } from './agent-client';
+import { livePartOfRaw, type LivePartUpdate } from '../live/live-parts';
 import { createEventNormalizer, normalizeError, type RawOpencodeEvent } from './event-normalizer';
 import { basicAuthHeader, type OpencodeEndpoint } from './server-process';
 import type { OpencodeServerHandle } from './server-supervisor';
@@ -275,6 +276,17 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       unwrap(await (await sdk()).session.abort({ sessionID: sessionId }), `abort session ${sessionId}`);
     },
     messages: fetchMessages,
+    async liveParts(sessionId) {
+      const data = unwrap(await (await sdk()).session.messages({ sessionID: sessionId }), `read the messages of session ${sessionId}`);
+      const updates: LivePartUpdate[] = [];
+      for (const entry of data as unknown as Array<{ info?: { role?: string }; parts?: Array<Record<string, unknown>> }>) {
+        for (const part of entry.parts ?? []) {
+          const update = livePartOfRaw(part, sessionId);
+          if (update) updates.push(entry.info?.role === 'user' ? { ...update, fromUser: true } : update);
+        }
+      }
+      return updates;
+    },
     async usage(sessionId) {
       return ledgerUsage(sessionId) ?? usageByModel(await fetchMessages(sessionId));
     },

@@ -5,6 +5,7 @@ import type { ForgeEngine } from '../engine-contract';
 import type { ForgeLog } from '../log';
 import type { LoopsModel } from '../loops-model';
 import { buildDashboardState } from './dashboard-model';
+import { LiveViewBridge } from './live-bridge';
 import type { DashboardState, DashboardViewState, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
 
 export const DASHBOARD_VIEW_TYPE = 'forge.dashboard';
@@ -59,9 +60,13 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
   private nextProbe = 1;
   private readonly subscriptions: vscode.Disposable[] = [];
   private readonly ready = new vscode.EventEmitter<void>();
+  /** The engine once loaded (the live view follows its feed). */
+  private engineLoaded: ForgeEngine | undefined;
+  private readonly live: LiveViewBridge;
 
   constructor(private readonly deps: DashboardDeps) {
-    this.subscriptions.push(deps.model.onDidChange(() => this.update()));
+    this.live = new LiveViewBridge(() => this.engineLoaded, (message) => this.post(message), deps.onError);
+    this.subscriptions.push(deps.model.onDidChange(() => this.update()), this.live);
   }
 
   async show(selection: { loop?: LoopKey; findingId?: number } = {}): Promise<void> {
@@ -141,6 +146,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
         if (panel.visible && this.stale) void this.update();
       }),
       panel.onDidDispose(() => {
+        this.live.detach();
         for (const s of this.panelSubscriptions) s.dispose();
         this.panelSubscriptions = [];
         this.panel = undefined;
@@ -158,6 +164,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     this.stale = false;
     try {
       const engine = await this.deps.engine();
+      this.engineLoaded = engine;
       const projects = this.deps.model.projects();
       const state = buildDashboardState({
         repos: engine.repos,
@@ -174,6 +181,8 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
       this.selected = state.selected;
       this.lastState = state;
       await this.post({ type: 'state', state });
+      // A reloaded webview (force) lost what it kept: it gets the live view's snapshot again.
+      await this.live.select(state.selected, force);
     } catch (error) {
       this.deps.onError('Forge could not update its dashboard', error);
     }
@@ -212,6 +221,9 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
         }
         case 'dismissFinding':
           await vscode.commands.executeCommand('forge.dismissFinding', { projectId: message.loop.projectId, loopName: message.loop.name, findingId: message.findingId });
+          return;
+        case 'liveSession':
+          await this.live.request(message.loop, message.sessionId, message.full);
           return;
         case 'probeResult':
           this.probes.get(message.requestId)?.(message.probe);

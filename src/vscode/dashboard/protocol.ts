@@ -2,6 +2,9 @@
  * The dashboard's message protocol, shared by the extension host (dashboard-panel.ts) and
  * the webview (webview/main.ts). Plain JSON data only.
  */
+import type { LivePart, LivePartUpdate } from '../../core/live/live-parts';
+
+export type { LivePart, LivePartUpdate };
 
 export interface LoopKey {
   readonly projectId: string;
@@ -189,8 +192,46 @@ export interface DashboardViewState {
   readonly selected: LoopKey | null;
 }
 
+/** A session of the loop in the live view's session list. */
+export interface LiveSessionView {
+  readonly sessionId: string;
+  /** A subagent's session: the session it was started from. */
+  readonly parentSessionId: string | null;
+  readonly phase: string;
+  readonly iteration: number;
+  readonly startedAt: number;
+}
+
+/** The parts of one session, replacing what the webview had for it. */
+export interface LiveSnapshot {
+  readonly sessionId: string;
+  readonly parts: readonly LivePart[];
+  /** Parts left out before these (older than the last N). */
+  readonly dropped: number;
+  /** `opencode`: the session read in full from the loop's opencode server; `memory`: what this window kept. */
+  readonly source: 'memory' | 'opencode';
+  readonly note: string | null;
+}
+
+/** One batch of live updates for the selected loop (sent at most every ~50 ms). */
+export interface LiveBatch {
+  readonly type: 'live';
+  readonly loop: LoopKey;
+  /** The loop's whole session list, when it changed (or on a reset). */
+  readonly sessions?: readonly LiveSessionView[];
+  /** Updates since the last batch, one per part (coalesced). */
+  readonly updates: readonly LivePartUpdate[];
+  /** Sent in place of what the webview kept for the loop (selection changed, or parts asked for). */
+  readonly snapshot?: LiveSnapshot;
+  /** The webview drops what it kept for other loops and sessions. */
+  readonly reset?: boolean;
+  /** Date.now() when the host posted it (the webview measures how far behind it renders). */
+  readonly sentAt: number;
+}
+
 export type HostToWebview =
   | { readonly type: 'state'; readonly state: DashboardState }
+  | LiveBatch
   /** Test probe: the webview answers with what it rendered. */
   | { readonly type: 'probe'; readonly requestId: number };
 
@@ -214,6 +255,30 @@ export interface RenderProbe {
   readonly checkRunRows: number;
   /** Failed runs' output blocks rendered. */
   readonly checkOutputBlocks: number;
+  readonly live: LiveProbe;
+}
+
+export interface LiveProbe {
+  /** `live`: parts shown; otherwise the reason none are (`elsewhere`: another window drives the loop). */
+  readonly state: 'live' | 'elsewhere' | 'none' | 'hidden';
+  readonly message: string;
+  readonly follow: boolean;
+  readonly shownSession: string | null;
+  readonly sessions: number;
+  /** Tool call rows shown: `name status`. */
+  readonly toolCalls: readonly string[];
+  readonly partRows: number;
+  /** Characters of text seen in the shown session (kept or not). */
+  readonly textChars: number;
+  /** The shown session's parts: characters seen and updates applied per part. */
+  readonly parts: readonly { readonly partId: string; readonly kind: string; readonly chars: number; readonly updates: number }[];
+  /** Updates applied since the loop was selected (merged ones counted as many). */
+  readonly updatesApplied: number;
+  readonly batches: number;
+  readonly frames: number;
+  /** Host post → DOM updated, per batch: median and maximum (ms). */
+  readonly lagMedianMs: number;
+  readonly lagMaxMs: number;
 }
 
 export type LoopAction = 'cancel' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
@@ -224,7 +289,9 @@ export type WebviewToHost =
   | { readonly type: 'openFile'; readonly loop: LoopKey; readonly file: string; readonly line: number }
   | { readonly type: 'loopAction'; readonly loop: LoopKey; readonly action: LoopAction }
   | { readonly type: 'dismissFinding'; readonly loop: LoopKey; readonly findingId: number }
-  | { readonly type: 'probeResult'; readonly requestId: number; readonly probe: RenderProbe };
+  | { readonly type: 'probeResult'; readonly requestId: number; readonly probe: RenderProbe }
+  /** The parts of a session: what the host kept (`full` false), or the whole session read from opencode. */
+  | { readonly type: 'liveSession'; readonly loop: LoopKey; readonly sessionId: string; readonly full: boolean };
 
 /** The phases in the order the diagram lays them out. */
 export const DIAGRAM_PHASES = ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'] as const;

@@ -8,12 +8,12 @@ const usage = (argv: string[], re: RegExp) =>
 describe('forge CLI arguments', () => {
   it('run with every option', () => {
     const c = parseCli(
-      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--variant', 'high', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json'],
+      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--variant', 'high', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json', '--follow'],
       '/cwd',
     );
     assert.deepEqual(c, {
       command: 'run', planPath: 'plan.md', repo: '/r', dataDir: '/d', json: true, name: 'x', maxIterations: 0,
-      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward', budget: null, dryRun: false,
+      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward', budget: null, dryRun: false, follow: true,
     });
   });
 
@@ -75,6 +75,10 @@ describe('forge CLI arguments', () => {
     assert.deepEqual(parseCli(['status'], '/c'), { command: 'status', name: null, repo: '/c', dataDir: null, json: false });
     assert.equal((parseCli(['findings', 'l1'], '/c') as { name: string }).name, 'l1');
     assert.equal((parseCli(['restart', 'l1', '--force'], '/c') as { force: boolean }).force, true);
+    assert.equal((parseCli(['restart', 'l1', '--follow'], '/c') as { follow: boolean }).follow, true);
+    assert.equal((parseCli(['goal', 'x', '--follow'], '/c') as { follow: boolean }).follow, true);
+    assert.equal((parseCli(['run', 'p.md'], '/c') as { follow: boolean }).follow, false);
+    usage(['status', '--follow'], /--follow applies to forge run, forge goal and forge restart only/);
     assert.equal(parseCli(['--help'], '/c').command, 'help');
     assert.equal(parseCli([], '/c').command, 'help');
   });

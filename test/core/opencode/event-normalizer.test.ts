@@ -59,7 +59,7 @@ describe('event normalisation', () => {
     });
     assert.deepEqual(tool, { type: 'activity', sessionId: 'grandchild', rootSessionId: 'root', messageId: 'm1', kind: 'tool', tool: 'bash', toolStatus: 'running' });
     const [delta] = n.normalize({ type: 'message.part.delta', properties: { sessionID: 'child', messageID: 'm2', partID: 'p', field: 'text', delta: 'x' } });
-    assert.deepEqual(delta, { type: 'activity', sessionId: 'child', rootSessionId: 'root', kind: 'text', messageId: 'm2' });
+    assert.deepEqual(delta, { type: 'activity', sessionId: 'child', rootSessionId: 'root', kind: 'text', messageId: 'm2', part: { partId: 'p', sessionId: 'child', messageId: 'm2', kind: 'text', delta: 'x' } });
   });
 
   it('passes permission and question requests with their top-level session', () => {
@@ -134,5 +134,51 @@ describe('model errors and server events in a loop\'s words', () => {
     const started = serverEventNotice({ type: 'started', generation: 2, endpoint: { url: 'http://127.0.0.1:5151', username: 'forge', password: 'p' }, pid: 7, marker: 'm' });
     assert.match(started!.message, /pid 7.*http:\/\/127\.0\.0\.1:5151/);
     assert.equal(serverEventNotice({ type: 'started', generation: 1, endpoint: { url: 'http://127.0.0.1:5151', username: 'forge', password: 'p' }, pid: 7, marker: 'm' }), undefined, 'the first start is no news');
+  });
+
+  describe('live parts (what the live view shows)', () => {
+    it('carries a text delta, a whole text part and its end, and a tool call shortened', () => {
+      const n = createEventNormalizer();
+      const [delta] = n.normalize({ type: 'message.part.delta', properties: { sessionID: 's', messageID: 'm', partID: 'p1', field: 'text', delta: 'Hel' } });
+      assert.deepEqual(delta?.type === 'activity' && delta.part, { partId: 'p1', sessionId: 's', messageId: 'm', kind: 'text', delta: 'Hel' });
+      const [whole] = n.normalize({ type: 'message.part.updated', properties: { part: { id: 'p1', type: 'text', sessionID: 's', messageID: 'm', text: 'Hello', time: { start: 1, end: 2 } } } });
+      assert.deepEqual(whole?.type === 'activity' && whole.part, { partId: 'p1', sessionId: 's', messageId: 'm', kind: 'text', text: 'Hello', ended: true });
+      const [tool] = n.normalize({
+        type: 'message.part.updated',
+        properties: { part: { id: 'p2', type: 'tool', tool: 'write', callID: 'c1', sessionID: 's', messageID: 'm', state: { status: 'completed', input: { filePath: 'a.js', content: 'x\ny' }, output: 'Wrote file successfully.\n', title: 'a.js' } } },
+      });
+      assert.ok(tool?.type === 'activity');
+      assert.equal(tool.kind, 'tool');
+      assert.equal(tool.toolStatus, 'completed');
+      assert.deepEqual(tool.part, { partId: 'p2', sessionId: 's', messageId: 'm', kind: 'tool', tool: { name: 'write', callId: 'c1', status: 'completed', args: 'filePath="a.js" content="x y" (2 lines)', result: 'Wrote file successfully.', title: 'a.js' } });
+    });
+
+    it('leaves out what the live view does not show: step marks, synthetic text, deltas of other fields, parts without ids', () => {
+      const n = createEventNormalizer();
+      const partOf = (e: RawOpencodeEvent) => n.normalize(e).map((a) => (a.type === 'activity' ? a.part : 'not activity'));
+      assert.deepEqual(partOf({ type: 'message.part.updated', properties: { part: { id: 'x', type: 'step-start', sessionID: 's', messageID: 'm' } } }), [undefined]);
+      assert.deepEqual(partOf({ type: 'message.part.updated', properties: { part: { id: 'x', type: 'text', synthetic: true, text: 'system note', sessionID: 's', messageID: 'm' } } }), [undefined]);
+      assert.deepEqual(partOf({ type: 'message.part.delta', properties: { sessionID: 's', messageID: 'm', partID: 'p', field: 'input', delta: '{' } }), [undefined]);
+      assert.deepEqual(partOf({ type: 'message.part.delta', properties: { sessionID: 's', messageID: 'm', field: 'text', delta: 'a' } }), [undefined]);
+    });
+
+    it('a failed tool call carries its error as the result', () => {
+      const n = createEventNormalizer();
+      const [tool] = n.normalize({ type: 'message.part.updated', properties: { part: { id: 'p', type: 'tool', tool: 'bash', callID: 'c', sessionID: 's', messageID: 'm', state: { status: 'error', input: { command: 'rm -rf /' }, error: 'denied by the permission rules' } } } });
+      assert.ok(tool?.type === 'activity');
+      assert.deepEqual(tool.part?.tool, { name: 'bash', callId: 'c', status: 'error', args: 'command="rm -rf /"', result: 'error: denied by the permission rules' });
+    });
+
+    it("marks the parts of user messages (Forge's prompts) as such", () => {
+      const n = createEventNormalizer();
+      n.normalize({ type: 'message.updated', properties: { info: { id: 'mu', role: 'user', sessionID: 's' } } });
+      n.normalize({ type: 'message.updated', properties: { info: { id: 'ma', role: 'assistant', sessionID: 's' } } });
+      const partOf = (messageID: string) => {
+        const [e] = n.normalize({ type: 'message.part.updated', properties: { part: { id: `p-${messageID}`, type: 'text', sessionID: 's', messageID, text: 'x' } } });
+        return e?.type === 'activity' ? e.part : undefined;
+      };
+      assert.equal(partOf('mu')?.fromUser, true);
+      assert.equal(partOf('ma')?.fromUser, undefined);
+    });
   });
 });

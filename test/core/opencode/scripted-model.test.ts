@@ -90,6 +90,18 @@ describe('scripted model', () => {
     assert.deepEqual(model.requests[1]?.toolResults, [{ toolCallId: 'c1', name: 'write', content: 'Wrote file successfully.' }]);
   });
 
+  it('paces a text: the given pieces, in order, at a steady rate, then the tool calls', async () => {
+    const pieces = Array.from({ length: 40 }, (_, i) => `p${i} `);
+    model.enqueue({ kind: 'tool-calls', text: pieces.join(''), pacing: { pieces, intervalMs: 10 }, calls: [{ name: 'read', args: { filePath: 'a' } }] });
+    const started = Date.now();
+    const { chunks } = await complete(model, agentBody('You are (forge-code)', { tools: [{ type: 'function', function: { name: 'read' } }] }));
+    const elapsed = Date.now() - started;
+    const contents = chunks.map((c) => c.choices[0]?.delta.content).filter((x): x is string => !!x);
+    assert.deepEqual(contents, pieces);
+    assert.equal(chunks.find((c) => c.choices[0]?.delta.tool_calls)?.choices[0]?.delta.tool_calls?.[0]?.function.name, 'read');
+    assert.ok(elapsed >= 39 * 10, `40 pieces 10 ms apart take at least 390 ms (${elapsed} ms)`);
+  });
+
   it('answers title requests by itself without consuming a step', async () => {
     model.enqueue(text('scripted'));
     const title = await complete(model, { messages: [{ role: 'system', content: 'You are a title generator. You output ONLY a thread title.' }, { role: 'user', content: 'x' }] });

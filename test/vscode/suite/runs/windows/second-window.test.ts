@@ -102,6 +102,22 @@ describe('several windows on one folder: one drives the loop, the other shows it
     for (const p of working) assert.ok(await descendsFrom(p.pid, process.pid), `process ${p.pid} (${p.command}) in the worktree was not started by this window`);
   });
 
+  it("while the loop runs, the second window's dashboard says its live view is in the window that drives it", async () => {
+    await requestSecondWindow('command', { title: 'Forge: Open Dashboard' });
+    await waitFor("the second window's dashboard to say where the live view is", async () => {
+      const texts = await secondWindowFrameTexts();
+      return texts.some((t) => t.includes(`loop ${loopName}`) && t.includes('The live view is available in the window that runs this loop'));
+    }, 60_000, 500);
+    await requestSecondWindow('screenshot', { name: 'second-window-live-elsewhere' });
+    // This window, which drives the loop, shows it live.
+    await vscode.commands.executeCommand('forge.openDashboard', ref);
+    const live = await waitFor('this window\'s live view', async () => {
+      const p = (await (await forgeApi()).dashboard().probe()).live;
+      return p.state === 'live' || p.state === 'none' ? p : undefined;
+    }, 60_000, 300);
+    assert.notEqual(live.state, 'elsewhere');
+  });
+
   it('follows the loop live to completion (no reload, no refresh command)', async () => {
     release();
     const api = await forgeApi();
