@@ -50,7 +50,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
         return (read, forgeSection) => core.resolveSettings(read, core.flattenSettingKeys('forge', forgeSection));
       },
       log: log.child('settings'),
-      report: (problem) => void notifier.warn(problem.message, 'Open Settings').then((choice) => {
+      report: (problem) => void notifier.warn(problem.message, vscode.l10n.t('Open Settings')).then((choice) => {
         if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', problem.suggestion ?? problem.key);
       }),
     }),
@@ -74,7 +74,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   disposable(
     loops.onDidChange(() => {
       const running = loops.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
-      treeView.badge = running > 0 ? { value: running, tooltip: `${running} Forge loop${running === 1 ? '' : 's'} running` } : undefined;
+      treeView.badge = running > 0 ? { value: running, tooltip: running === 1 ? vscode.l10n.t('1 Forge loop running') : vscode.l10n.t('{0} Forge loops running', running) } : undefined;
     }),
   );
 
@@ -134,12 +134,12 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
         case 'loop.ended':
           log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
           if (event.status === 'completed') {
-            void ctx.notifier.info(`Forge: loop "${name}" completed.`, 'Open Dashboard', 'Show Diff').then((choice) => {
-              if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: event.loop });
-              if (choice === 'Show Diff') void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
+            void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" completed.', name), vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Show Diff')).then((choice) => {
+              if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: event.loop });
+              if (choice === vscode.l10n.t('Show Diff')) void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
             });
           } else if (event.status === 'errored' || event.status === 'stalled') {
-            void ctx.notifier.warn(`Forge: loop "${name}" ended ${event.status}: ${'message' in event.reason ? event.reason.message : event.reason.kind}.`, 'Open Dashboard').then((choice) => {
+            void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, event.status, ('message' in event.reason ? event.reason.message : undefined) ?? event.reason.kind), vscode.l10n.t('Open Dashboard')).then((choice) => {
               if (choice) void ctx.dashboard.show({ loop: event.loop });
             });
           }
