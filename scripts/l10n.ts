@@ -66,6 +66,8 @@ const SINK_PROPERTIES = new Set(['title', 'placeHolder', 'placeholder', 'prompt'
 const SINK_ASSIGNMENTS = new Set([...SINK_PROPERTIES, 'name']);
 
 const WORDS = /[A-Za-z]{2,}/;
+/** Words of a literal, codicons (`$(sync~spin)`) aside. */
+const hasWords = (text: string): boolean => WORDS.test(text.replace(/\$\([\w~-]+\)/g, ''));
 const TEXT_METHODS = new Set(['join', 'replace', 'trim', 'slice', 'concat', 'padEnd', 'padStart']);
 
 function isL10nCall(node: ts.Node): boolean {
@@ -120,10 +122,10 @@ function offendingLiterals(node: ts.Expression, out: ts.Node[], defs: LocalDefin
   // The values of an l10n.t call's placeholders are read too: a word among them is a bypass.
   if (isL10nCall(node)) return (node as ts.CallExpression).arguments.slice(1).forEach(recurse);
   if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) {
-    if (WORDS.test(node.text)) out.push(node);
+    if (hasWords(node.text)) out.push(node);
   } else if (ts.isTemplateExpression(node)) {
     const literalText = node.head.text + node.templateSpans.map((s) => s.literal.text).join('');
-    if (WORDS.test(literalText)) out.push(node);
+    if (hasWords(literalText)) out.push(node);
     else for (const span of node.templateSpans) recurse(span.expression);
   } else if (ts.isParenthesizedExpression(node) || ts.isAsExpression(node) || ts.isSatisfiesExpression(node) || ts.isSpreadElement(node) || ts.isNonNullExpression(node)) {
     recurse(node.expression);
