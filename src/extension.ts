@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { createApiKeyStore } from './vscode/api-keys';
 import type { ForgeExtensionApi, TreeSnapshotNode } from './vscode/api';
+import { chatApiOf, registerForgeChat } from './vscode/chat/forge-chat';
 import { registerApiKeyCommands } from './vscode/commands/api-key-commands';
 import { registerExecuteCommands } from './vscode/commands/execute-commands';
 import { registerFindingCommands } from './vscode/commands/finding-commands';
@@ -111,10 +112,19 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   registerFindingCommands(ctx);
   registerApiKeyCommands(ctx);
   logRuntimeEvents(ctx, log.child('loop'));
+  // `vscode.chat` is read through the API object, never assumed: builds without it activate all the same.
+  const chatParticipant = registerForgeChat(chatApiOf({ chat: vscode.chat }), {
+    log: log.child('chat'),
+    extensionUri: context.extensionUri,
+    loops: async () => (await loops.start(), loops.summaries()),
+    executeCommand: (command, ...args) => vscode.commands.executeCommand(command, ...args),
+    commandExists: async (command) => (await vscode.commands.getCommands(true)).includes(command),
+  });
+  if (chatParticipant) disposable(chatParticipant);
 
   const activationMs = performance.now() - started;
   log.info(`activated in ${activationMs.toFixed(1)} ms (engine not started)`);
-  return createApi(ctx, activationMs);
+  return createApi(ctx, activationMs, chatParticipant !== undefined);
 }
 
 export async function deactivate(): Promise<void> {
@@ -174,7 +184,7 @@ function snapshotOf(node: LoopTreeNode): TreeSnapshotNode {
   };
 }
 
-function createApi(ctx: ForgeContext, activationMs: number): ForgeExtensionApi {
+function createApi(ctx: ForgeContext, activationMs: number, chatParticipantRegistered: boolean): ForgeExtensionApi {
   return {
     activationMs,
     engine: () => ctx.engine.peek(),
@@ -191,5 +201,6 @@ function createApi(ctx: ForgeContext, activationMs: number): ForgeExtensionApi {
     dashboard: () => ({ open: ctx.dashboard.isOpen(), state: ctx.dashboard.state(), probe: () => ctx.dashboard.probe() }),
     diagnosticFileCount: () => ctx.diagnostics.fileCount(),
     logUri: ctx.extension.logUri,
+    chatParticipantRegistered,
   };
 }

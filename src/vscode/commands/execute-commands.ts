@@ -187,7 +187,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
   }
 
   registerForgeCommand(ctx, 'forge.executePlan', vscode.l10n.t('Execute Plan'), async (arg) => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a plan');
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('execute a plan'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('execute a plan'));
     if (missing) return missing;
@@ -212,7 +212,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
   });
 
   registerForgeCommand(ctx, 'forge.executeGoal', vscode.l10n.t('Execute Goal'), async (arg) => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a goal');
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('execute a goal'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('execute a goal'));
     if (missing) return missing;

@@ -17,7 +17,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (missing) return missing;
     await engineWithProgress(ctx);
     const summary = await resolveLoop(ctx, arg, isLive, vscode.l10n.t('Which loop should Forge cancel?'));
-    if (summary === 'none') return noLoop('cancel (none is running)');
+    if (summary === 'none') return noLoop(vscode.l10n.t('cancel (none is running)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     await engine.runtime.cancel(summary.loop);
@@ -27,7 +27,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
   });
 
   const restart = (force: boolean) => async (arg: unknown): Promise<CommandResult> => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, force ? 'force-restart a loop' : 'restart a loop');
+    const untrusted = refuseIfUntrusted(ctx.notifier, force ? vscode.l10n.t('force-restart a loop') : vscode.l10n.t('restart a loop'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('restart a loop'));
     if (missing) return missing;
@@ -38,7 +38,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
       (s) => (force ? isLive(s) : !isLive(s) && s.loop.status !== 'completed'),
       force ? vscode.l10n.t('Which running loop should Forge take over and restart?') : vscode.l10n.t('Which loop should Forge restart?'),
     );
-    if (summary === 'none') return noLoop(force ? 'force-restart (none is running)' : 'restart (only cancelled, errored or stalled loops can restart)');
+    if (summary === 'none') return noLoop(force ? vscode.l10n.t('force-restart (none is running)') : vscode.l10n.t('restart (only cancelled, errored or stalled loops can restart)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: restarting {0}…', summary.loop.name) }, () =>
@@ -62,7 +62,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (missing) return missing;
     await engineWithProgress(ctx);
     const summary = await resolveLoop(ctx, arg, (s) => s.loop.worktreeDir !== null && existsSync(s.loop.worktreeDir), vscode.l10n.t('Which loop\'s worktree should Forge open?'));
-    if (summary === 'none') return noLoop('open (no loop has a worktree)');
+    if (summary === 'none') return noLoop(vscode.l10n.t('open (no loop has a worktree)'));
     if (!summary) return { status: 'cancelled' };
     const dir = summary.loop.worktreeDir;
     if (!dir || !existsSync(dir)) return refused(ctx, 'no-loop', vscode.l10n.t('The worktree of loop "{0}" is gone (it was cleaned up); its branch {1} is kept.', summary.loop.name, summary.loop.branch ?? ''));
@@ -89,11 +89,11 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (missing) return missing;
     await engineWithProgress(ctx);
     const summary = await resolveLoop(ctx, arg, (s) => s.loop.branch !== null, vscode.l10n.t('Which loop\'s changes should Forge show?'));
-    if (summary === 'none') return noLoop('compare (no loop has a branch yet)');
+    if (summary === 'none') return noLoop(vscode.l10n.t('compare (no loop has a branch yet)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     const row = engine.repos.loops.get(summary.loop.projectId, summary.loop.name);
-    if (!row) return noLoop('compare');
+    if (!row) return noLoop(vscode.l10n.t('compare'));
     const files = await showLoopDiff(engine, row);
     if (files === 0) void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" has not changed anything yet.', row.name));
     return { status: 'done', detail: files };

@@ -22,7 +22,7 @@ export function registerSandboxCommands(ctx: ForgeContext): void {
   });
 
   registerForgeCommand(ctx, 'forge.buildSandboxImage', vscode.l10n.t('Build Sandbox Image'), async () => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'build the sandbox image');
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('build the sandbox image'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const engine = await engineWithProgress(ctx);
     const tag = ctx.settings.get()['forge.sandbox.image'];
