@@ -4,8 +4,9 @@
 // in the run `main`. Add a run here and a folder there to test another
 // configuration.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /**
  * @typedef {object} VsCodeTestRun
@@ -13,12 +14,14 @@ import { join } from 'node:path';
  * @property {string} description
  * @property {boolean} trusted                  open the workspace trusted, or in restricted mode
  * @property {Record<string, string>} env       extra environment of code-server, and so of the extension host
+ * @property {Record<string, unknown>} [settings]  user settings on top of the harness's quiet ones (run-host.mjs)
  * @property {boolean} [multiRoot]              open the workspace folder through a `.code-workspace` file (a multi-root
  *   workspace), so that tests may add folders: VS Code refuses to turn a single-folder window into a workspace under test
- * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void }>} [setup]
+ * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void, extensionDevelopmentPath?: string }>} [setup]
  *   runs before code-server starts, after the workspace (a fresh git repository unless --workspace)
  *   exists: may add files to it or start helpers (e.g. a scripted model server) whose
- *   address it returns as environment; `teardown` runs after code-server stopped.
+ *   address it returns as environment; `teardown` runs after code-server stopped; `extensionDevelopmentPath`
+ *   makes the run load another build of the extension (a copy the setup made) instead of the checkout.
  */
 
 /** @type {VsCodeTestRun[]} */
@@ -51,12 +54,48 @@ export const vscodeTestRuns = [
     },
   },
   {
+    name: 'chat',
+    description: 'trusted fresh git repository with the chat features on (the harness turns them off elsewhere): the @forge participant',
+    trusted: true,
+    env: {},
+    settings: { 'chat.disableAIFeatures': false },
+    // VS Code's chat view sends nothing to a participant until some language model exists: a test-only
+    // stub provides one (test/vscode/fixtures/lm-stub). Forge never uses it; the tests check that.
+    // code-server loads one extension under development, so the stub is installed as a user extension.
+    async setup({ runDir }) {
+      installUserExtension(runDir, join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'lm-stub'));
+      return {};
+    },
+  },
+  {
     name: 'untrusted',
     description: 'fresh git repository opened in restricted mode (workspace not trusted)',
     trusted: false,
     env: {},
   },
 ];
+
+/**
+ * Installs the unpacked extension `dir` into the run's user extensions folder (code-server's
+ * --extensions-dir, `<runDir>/extensions`), as `--install-extension` would: the folder and its
+ * entry in extensions.json.
+ * @param {string} runDir
+ * @param {string} dir
+ */
+function installUserExtension(runDir, dir) {
+  const { publisher, name, version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  const extensionsDir = join(runDir, 'extensions');
+  const folder = `${publisher}.${name}-${version}`;
+  cpSync(dir, join(extensionsDir, folder), { recursive: true });
+  const entry = {
+    identifier: { id: `${publisher}.${name}` },
+    version,
+    location: { $mid: 1, path: join(extensionsDir, folder), scheme: 'file' },
+    relativeLocation: folder,
+    metadata: { installedTimestamp: Date.now(), source: 'vsix', pinned: true },
+  };
+  writeFileSync(join(extensionsDir, 'extensions.json'), JSON.stringify([entry]));
+}
 
 /** @param {string} name */
 export function vscodeTestRun(name) {
