@@ -4,7 +4,7 @@
 // in the run `main`. Add a run here and a folder there to test another
 // configuration.
 
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -68,6 +68,15 @@ export const vscodeTestRuns = [
     },
   },
   {
+    name: 'nochat',
+    description: 'trusted fresh git repository, Forge built so that its `vscode` API has no `chat` (a VS Code build without the chat API)',
+    trusted: true,
+    env: {},
+    async setup({ runDir }) {
+      return { extensionDevelopmentPath: extensionWithoutChatApi(runDir) };
+    },
+  },
+  {
     name: 'untrusted',
     description: 'fresh git repository opened in restricted mode (workspace not trusted)',
     trusted: false,
@@ -95,6 +104,31 @@ function installUserExtension(runDir, dir) {
     metadata: { installedTimestamp: Date.now(), source: 'vsix', pinned: true },
   };
   writeFileSync(join(extensionsDir, 'extensions.json'), JSON.stringify([entry]));
+}
+
+/** The marker line extensionWithoutChatApi puts first in the copy's dist/extension.cjs (the tests look for it). */
+export const NO_CHAT_API_MARKER = '/* forge-test: vscode.chat hidden */';
+
+/**
+ * A copy of the built extension whose `require('vscode')` returns the API without `chat`, as a
+ * VS Code build without the chat API would: the checkout's files linked, dist/extension.cjs
+ * copied with one line in front that wraps `require`.
+ * @param {string} runDir
+ */
+function extensionWithoutChatApi(runDir) {
+  const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const copy = join(runDir, 'forge-without-chat');
+  mkdirSync(join(copy, 'dist'), { recursive: true });
+  for (const entry of ['package.json', 'package.nls.json', 'l10n', 'media', 'container', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
+    if (existsSync(join(repo, entry))) symlinkSync(join(repo, entry), join(copy, entry));
+  }
+  for (const file of readdirSync(join(repo, 'dist'))) {
+    if (file !== 'extension.cjs') symlinkSync(join(repo, 'dist', file), join(copy, 'dist', file));
+  }
+  const wrap =
+    `${NO_CHAT_API_MARKER} var require = ((real) => Object.assign((id) => { if (id !== 'vscode') return real(id); const api = { ...real('vscode') }; delete api.chat; return api; }, real))(require);\n`;
+  writeFileSync(join(copy, 'dist', 'extension.cjs'), wrap + readFileSync(join(repo, 'dist', 'extension.cjs'), 'utf8'));
+  return copy;
 }
 
 /** @param {string} name */
