@@ -50,6 +50,8 @@ describe('Forge onboarding', () => {
       assert.ok(step.media.markdown && existsSync(join(harnessInfo().extensionPath, step.media.markdown)), `step ${step.id} has its markdown`);
       assert.ok((step.completionEvents ?? []).length > 0, `step ${step.id} has completion events`);
     }
+    // Without the side bar the walkthrough has room for its step's markdown next to the steps.
+    await vscode.commands.executeCommand('workbench.action.closeSidebar');
     await vscode.commands.executeCommand('workbench.action.openWalkthrough', `${harnessInfo().extensionId}#${walkthrough.id}`, false);
     let text = '';
     for (let i = 0; i < 60 && !text.includes('Install or locate opencode'); i++) {
@@ -61,6 +63,7 @@ describe('Forge onboarding', () => {
     }
     const nls = JSON.parse(readFileSync(join(harnessInfo().extensionPath, 'package.nls.json'), 'utf8')) as Record<string, string>;
     assert.match(nls['walkthrough.gettingStarted.model.description'] ?? '', /scripted demo model: a fixed script .*not an AI/, 'the model step names the embedded model for what it is');
+    await sleep(1500); // the step's markdown renders in a webview after the list
     const path = await requestScreenshot('walkthrough');
     assert.ok(existsSync(path));
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
