@@ -119,6 +119,11 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
     loops: async () => (await loops.start(), loops.summaries()),
     executeCommand: (command, ...args) => vscode.commands.executeCommand(command, ...args),
     commandExists: async (command) => (await vscode.commands.getCommands(true)).includes(command),
+    openPlan: () => {
+      // The chat view has the focus: the plan is in the visible editors, the active one first.
+      const editors = [vscode.window.activeTextEditor, ...vscode.window.visibleTextEditors];
+      return editors.find((e) => e?.document.languageId === 'markdown' && e.document.uri.scheme === 'file')?.document.uri;
+    },
   });
   if (chatParticipant) disposable(chatParticipant);
 

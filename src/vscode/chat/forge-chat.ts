@@ -30,6 +30,8 @@ export interface ForgeChatDeps {
   readonly loops: () => Promise<readonly LoopSummary[]>;
   readonly executeCommand: <T>(command: string, ...args: unknown[]) => Thenable<T>;
   readonly commandExists: (command: string) => Thenable<boolean>;
+  /** The markdown document of the active (or last active) text editor: the plan `/run` executes. */
+  readonly openPlan: () => vscode.Uri | undefined;
 }
 
 /** What a chat answer reports back to VS Code (and to tests through the participant's result). */
@@ -104,8 +106,14 @@ async function answerPlan(deps: ForgeChatDeps, requestText: string, stream: vsco
 }
 
 async function answerRun(deps: ForgeChatDeps, stream: vscode.ChatResponseStream): Promise<string> {
-  stream.progress(vscode.l10n.t('Forge is starting the plan of the active editor…'));
-  const outcome = await deps.executeCommand<CommandResult | undefined>('forge.executePlan');
+  const plan = deps.openPlan();
+  if (!plan) {
+    // Execute Plan would ask for a file; from chat, the plan is the one open in the editor.
+    stream.markdown(vscode.l10n.t('Open the plan (a markdown file) in the editor first, then ask `@forge /run` again.'));
+    return 'no-plan';
+  }
+  stream.progress(vscode.l10n.t('Forge is starting the plan {0}…', vscode.workspace.asRelativePath(plan)));
+  const outcome = await deps.executeCommand<CommandResult | undefined>('forge.executePlan', plan);
   if (!outcome) {
     stream.markdown(vscode.l10n.t('Forge: Execute Plan gave no answer.'));
     return 'no-answer';

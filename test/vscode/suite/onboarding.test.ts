@@ -97,6 +97,7 @@ describe('Forge onboarding', () => {
       loops: async () => [],
       executeCommand: <T>() => Promise.resolve(undefined as T),
       commandExists: async () => false,
+      openPlan: () => undefined,
     };
     assert.equal(registerForgeChat(undefined, deps), undefined);
     assert.match(lines.join('\n'), /no chat API/);

@@ -46,4 +46,28 @@ describe('@forge chat participant in the chat view', () => {
     assert.doesNotMatch(answer, /STUB-MODEL-ANSWER/);
     assert.equal(stubApi.calls(), 0, 'Forge must not use a VS Code language model');
   });
+
+  it('answers /plan without Forge: Draft Plan by saying how to draft, and /run without an open plan by asking for one', async function () {
+    this.timeout(180_000);
+    const stub = vscode.extensions.getExtension<{ calls(): number }>('forge-test.lm-stub')!;
+    const stubApi = stub.isActive ? stub.exports : await stub.activate();
+    const hasDraft = (await vscode.commands.getCommands(true)).includes('forge.draftPlan');
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('workbench.action.chat.open', { query: '@forge /plan add a --version flag', isPartialQuery: false, mode: 'ask' });
+    const planAnswer = await until('the answer of @forge /plan', async () => {
+      const text = await chatText();
+      return /Drafting a plan is not available in this build of Forge|Forge: Draft Plan is on it/.test(text) ? text : undefined;
+    });
+    if (hasDraft) assert.match(planAnswer, /Forge: Draft Plan is on it/);
+    else assert.match(planAnswer, /Drafting a plan is not available in this build of Forge\. Write the plan yourself/);
+
+    await vscode.commands.executeCommand('workbench.action.chat.open', { query: '@forge /run', isPartialQuery: false, mode: 'ask' });
+    const runAnswer = await until('the answer of @forge /run', async () => {
+      const text = await chatText();
+      return /Open the plan \(a markdown file\) in the editor first/.test(text) ? text : undefined;
+    });
+    await requestScreenshot('chat-forge-plan-run');
+    assert.match(runAnswer, /Open the plan \(a markdown file\) in the editor first, then ask @forge \/run again/);
+    assert.equal(stubApi.calls(), 0, 'Forge must not use a VS Code language model');
+  });
 });
