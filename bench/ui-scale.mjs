@@ -153,7 +153,18 @@ try {
   }
   // 1. Plain Node.
   const pureBundle = join(work, 'pure.cjs');
-  await esbuild.build({ entryPoints: [join(root, 'bench/ui-scale-fixtures.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node20', outfile: pureBundle, logLevel: 'warning' });
+  // The models translate their labels through vscode.l10n.t; in plain Node that is English with the placeholders filled in.
+  const l10nShim = {
+    name: 'vscode-l10n-shim',
+    setup(build) {
+      build.onResolve({ filter: /^vscode$/ }, () => ({ path: 'vscode', namespace: 'vscode-l10n-shim' }));
+      build.onLoad({ filter: /.*/, namespace: 'vscode-l10n-shim' }, () => ({
+        contents: 'export const l10n = { t: (message, ...args) => message.replace(/\\{(\\d+)\\}/g, (_, i) => String(args[Number(i)])) };',
+        loader: 'js',
+      }));
+    },
+  };
+  await esbuild.build({ entryPoints: [join(root, 'bench/ui-scale-fixtures.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node20', outfile: pureBundle, logLevel: 'warning', plugins: [l10nShim] });
   const pure = createRequire(import.meta.url)(pureBundle);
   const measured = pure.measurePure(runs);
   // How busy the machine is: the same figures mean little on a loaded machine.

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { createApiKeyStore } from './vscode/api-keys';
 import type { ForgeExtensionApi, TreeSnapshotNode } from './vscode/api';
+import { chatApiOf, registerForgeChat } from './vscode/chat/forge-chat';
 import { registerApiKeyCommands } from './vscode/commands/api-key-commands';
 import { registerExecuteCommands } from './vscode/commands/execute-commands';
 import { registerFindingCommands } from './vscode/commands/finding-commands';
@@ -53,7 +54,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
         return (read, forgeSection) => core.resolveSettings(read, core.flattenSettingKeys('forge', forgeSection));
       },
       log: log.child('settings'),
-      report: (problem) => void notifier.warn(problem.message, 'Open Settings').then((choice) => {
+      report: (problem) => void notifier.warn(problem.message, vscode.l10n.t('Open Settings')).then((choice) => {
         if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', problem.suggestion ?? problem.key);
       }),
     }),
@@ -88,7 +89,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   disposable(
     loops.onDidChange(() => {
       const running = loops.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
-      treeView.badge = running > 0 ? { value: running, tooltip: `${running} Forge loop${running === 1 ? '' : 's'} running` } : undefined;
+      treeView.badge = running > 0 ? { value: running, tooltip: running === 1 ? vscode.l10n.t('1 Forge loop running') : vscode.l10n.t('{0} Forge loops running', running) } : undefined;
     }),
   );
 
@@ -128,10 +129,24 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   registerFindingCommands(ctx);
   registerApiKeyCommands(ctx);
   logRuntimeEvents(ctx, log.child('loop'));
+  // `vscode.chat` is read through the API object, never assumed: builds without it activate all the same.
+  const chatParticipant = registerForgeChat(chatApiOf({ chat: vscode.chat }), {
+    log: log.child('chat'),
+    extensionUri: context.extensionUri,
+    loops: async () => (await loops.start(), loops.summaries()),
+    executeCommand: (command, ...args) => vscode.commands.executeCommand(command, ...args),
+    commandExists: async (command) => (await vscode.commands.getCommands(true)).includes(command),
+    openPlan: () => {
+      // The chat view has the focus: the plan is in the visible editors, the active one first.
+      const editors = [vscode.window.activeTextEditor, ...vscode.window.visibleTextEditors];
+      return editors.find((e) => e?.document.languageId === 'markdown' && e.document.uri.scheme === 'file')?.document.uri;
+    },
+  });
+  if (chatParticipant) disposable(chatParticipant);
 
   const activationMs = performance.now() - started;
   log.info(`activated in ${activationMs.toFixed(1)} ms (engine not started)`);
-  return createApi(ctx, activationMs, readSections);
+  return createApi(ctx, activationMs, readSections, chatParticipant !== undefined);
 }
 
 export async function deactivate(): Promise<void> {
@@ -151,12 +166,12 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
         case 'loop.ended':
           log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
           if (event.status === 'completed') {
-            void ctx.notifier.info(`Forge: loop "${name}" completed.`, 'Open Dashboard', 'Show Diff').then((choice) => {
-              if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: event.loop });
-              if (choice === 'Show Diff') void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
+            void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" completed.', name), vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Show Diff')).then((choice) => {
+              if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: event.loop });
+              if (choice === vscode.l10n.t('Show Diff')) void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
             });
           } else if (event.status === 'errored' || event.status === 'stalled') {
-            void ctx.notifier.warn(`Forge: loop "${name}" ended ${event.status}: ${'message' in event.reason ? event.reason.message : event.reason.kind}.`, 'Open Dashboard').then((choice) => {
+            void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, event.status, ('message' in event.reason ? event.reason.message : undefined) ?? event.reason.kind), vscode.l10n.t('Open Dashboard')).then((choice) => {
               if (choice) void ctx.dashboard.show({ loop: event.loop });
             });
           }
@@ -210,7 +225,7 @@ function snapshotOf(node: LoopTreeNode, readSections: SectionReader): TreeSnapsh
   };
 }
 
-function createApi(ctx: ForgeContext, activationMs: number, readSections: SectionReader): ForgeExtensionApi {
+function createApi(ctx: ForgeContext, activationMs: number, readSections: SectionReader, chatParticipantRegistered: boolean): ForgeExtensionApi {
   return {
     activationMs,
     engine: () => ctx.engine.peek(),
@@ -227,5 +242,6 @@ function createApi(ctx: ForgeContext, activationMs: number, readSections: Sectio
     dashboard: () => ({ open: ctx.dashboard.isOpen(), state: ctx.dashboard.state(), probe: () => ctx.dashboard.probe() }),
     diagnosticFileCount: () => ctx.diagnostics.fileCount(),
     logUri: ctx.extension.logUri,
+    chatParticipantRegistered,
   };
 }

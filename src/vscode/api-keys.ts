@@ -41,7 +41,7 @@ export function createApiKeyStore(secrets: vscode.SecretStorage, state: vscode.M
       return env;
     },
     async set(envName, value) {
-      if (!ENV_NAME_PATTERN.test(envName)) throw new Error(`"${envName}" is not an environment variable name (use A–Z, 0–9 and _).`);
+      if (!ENV_NAME_PATTERN.test(envName)) throw new Error(vscode.l10n.t('"{0}" is not an environment variable name (use A–Z, 0–9 and _).', envName));
       await secrets.store(secretKey(envName), value);
       if (!names().includes(envName)) await state.update(NAMES_KEY, [...names(), envName].sort());
     },

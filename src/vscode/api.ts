@@ -43,4 +43,6 @@ export interface ForgeExtensionApi {
   diagnosticFileCount(): number;
   /** Folder of the extension's logs; the 'Forge' output channel writes `Forge.log` there. */
   readonly logUri: vscode.Uri;
+  /** Whether the `@forge` chat participant was registered (false where this VS Code build has no chat API). */
+  readonly chatParticipantRegistered: boolean;
 }

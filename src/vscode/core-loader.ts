@@ -1,3 +1,4 @@
+import * as vscode from 'vscode';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -19,7 +20,7 @@ export function createCoreLoader(distDir: string): () => Promise<CoreModule> {
       } catch (error) {
         const code = (error as { code?: unknown } | null)?.code;
         if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
-        throw new Error(`Forge could not load its engine: ${separate} is missing. Reinstall the extension (in a checkout: npm run build).`, { cause: error });
+        throw new Error(vscode.l10n.t('Forge could not load its engine: {0} is missing. Reinstall the extension (in a checkout: npm run build).', separate), { cause: error });
       }
     })().catch((error: unknown) => {
       loading = undefined; // a later use may try again (e.g. after a rebuild)

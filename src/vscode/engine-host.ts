@@ -45,7 +45,7 @@ export function dataDirFromSetting(value: string): string | undefined {
   if (trimmed === '') return undefined;
   const expanded = trimmed === '~' || trimmed.startsWith('~/') ? path.join(os.homedir(), trimmed.slice(1)) : trimmed;
   if (!path.isAbsolute(expanded)) {
-    throw new Error(`The setting forge.dataDir is "${value}", a relative path. Set it to an absolute folder (or clear it to use the default).`);
+    throw new Error(vscode.l10n.t('The setting forge.dataDir is "{0}", a relative path. Set it to an absolute folder (or clear it to use the default).', value));
   }
   return path.resolve(expanded);
 }

@@ -68,23 +68,23 @@ export function modelVariants(catalog: ProviderCatalog | undefined, model: strin
 
 /** Quick-pick items for the variant of `model`: the last chosen one first (Enter keeps it), then its default, then its other variants. */
 export function variantPickItems(model: string, variants: readonly string[], last: string | null): VariantPickItem[] {
-  const defaultItem: VariantPickItem = { variant: null, label: '$(settings-gear) Default', description: `${model} as configured` };
+  const defaultItem: VariantPickItem = { variant: null, label: vscode.l10n.t('$(settings-gear) Default'), description: vscode.l10n.t('{0} as configured', model) };
   const others = variants.filter((v) => v !== last).map((v): VariantPickItem => ({ variant: v, label: v }));
   if (!last || !variants.includes(last)) return [defaultItem, ...others];
-  return [{ variant: last, label: last, description: 'last used' }, defaultItem, ...others];
+  return [{ variant: last, label: last, description: vscode.l10n.t('last used') }, defaultItem, ...others];
 }
 
 /** Quick-pick items for a model choice: the default first, recently used models next, then every provider's models. */
 export function modelPickItems(catalog: ProviderCatalog | undefined, recent: readonly string[], defaultLabel: string): ModelPickItem[] {
-  const items: ModelPickItem[] = [{ model: null, label: `$(settings-gear) ${defaultLabel}` }];
+  const items: ModelPickItem[] = [{ model: null, label: vscode.l10n.t('$(settings-gear) {0}', defaultLabel) }];
   const known = new Map<string, { name: string; provider: string }>();
   for (const provider of catalog?.providers ?? []) {
     for (const m of provider.models) known.set(`${provider.id}/${m.modelId}`, { name: m.name, provider: provider.name });
   }
   const recentKnown = recent.filter((m) => known.size === 0 || known.has(m));
   if (recentKnown.length > 0) {
-    items.push({ model: null, label: 'Recently used', kind: vscode.QuickPickItemKind.Separator });
-    for (const m of recentKnown) items.push({ model: m, label: `$(history) ${m}`, description: known.get(m)?.name });
+    items.push({ model: null, label: vscode.l10n.t('Recently used'), kind: vscode.QuickPickItemKind.Separator });
+    for (const m of recentKnown) items.push({ model: m, label: vscode.l10n.t('$(history) {0}', m), description: known.get(m)?.name });
   }
   for (const provider of catalog?.providers ?? []) {
     const models = provider.models.filter((m) => !recentKnown.includes(`${provider.id}/${m.modelId}`));
@@ -93,7 +93,7 @@ export function modelPickItems(catalog: ProviderCatalog | undefined, recent: rea
     for (const m of models) {
       const ref = `${provider.id}/${m.modelId}`;
       const isDefault = catalog?.defaults[provider.id] === m.modelId;
-      items.push({ model: ref, label: ref, description: `${m.name}${isDefault ? ' · provider default' : ''}` });
+      items.push({ model: ref, label: ref, description: `${m.name}${isDefault ? vscode.l10n.t(' · provider default') : ''}` });
     }
   }
   return items;
@@ -127,7 +127,7 @@ export interface ExecutionFlowDeps {
  */
 export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<ExecutionChoices | undefined> {
   const last = deps.memory.last();
-  const title = deps.title ?? (deps.kind === 'plan' ? 'Forge: Execute Plan' : 'Forge: Execute Goal');
+  const title = deps.title ?? (deps.kind === 'plan' ? vscode.l10n.t('Forge: Execute Plan') : vscode.l10n.t('Forge: Execute Goal'));
   const fallback: ExecutionChoices = {
     mode: last.mode ?? 'loop',
     model: last.model !== undefined ? last.model : deps.defaults.model,
@@ -155,11 +155,11 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     } else {
       type ModeItem = vscode.QuickPickItem & { mode: ExecutionMode };
       const items: ModeItem[] = [
-        { mode: 'loop', label: '$(sync) Loop', description: 'audited', detail: 'Coding and audit sessions in a git worktree until a clean final audit; findings show as problems.' },
-        { mode: 'session', label: '$(terminal) New session', description: 'one opencode session', detail: 'Opens opencode on the plan in a terminal, in your own working tree, without audits.' },
+        { mode: 'loop', label: vscode.l10n.t('$(sync) Loop'), description: vscode.l10n.t('audited'), detail: vscode.l10n.t('Coding and audit sessions in a git worktree until a clean final audit; findings show as problems.') },
+        { mode: 'session', label: vscode.l10n.t('$(terminal) New session'), description: vscode.l10n.t('one opencode session'), detail: vscode.l10n.t('Opens opencode on the plan in a terminal, in your own working tree, without audits.') },
       ];
       if (fallback.mode === 'session') items.reverse();
-      const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'How should Forge execute the plan?', ignoreFocusOut: true });
+      const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: vscode.l10n.t('How should Forge execute the plan?'), ignoreFocusOut: true });
       if (!picked) return undefined;
       mode = picked.mode;
     }
@@ -169,8 +169,8 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   let catalog: ProviderCatalog | undefined;
   if (model === undefined) {
     catalog = await deps.catalog();
-    const items = modelPickItems(catalog, deps.memory.recentModels(), deps.defaults.model ? `Default (${deps.defaults.model})` : 'Default model (from your settings or opencode configuration)');
-    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Model for coding sessions', matchOnDescription: true, ignoreFocusOut: true });
+    const items = modelPickItems(catalog, deps.memory.recentModels(), deps.defaults.model ? vscode.l10n.t('Default ({0})', deps.defaults.model) : vscode.l10n.t('Default model (from your settings or opencode configuration)'));
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: vscode.l10n.t('Model for coding sessions'), matchOnDescription: true, ignoreFocusOut: true });
     if (!picked) return undefined;
     model = picked.model;
   } else step++;
@@ -183,8 +183,8 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   let auditorModel = deps.given.auditorModel;
   if (auditorModel === undefined) {
     catalog ??= await deps.catalog();
-    const items = modelPickItems(catalog, deps.memory.recentModels(), 'Same as the coding model');
-    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Model for audit sessions', matchOnDescription: true, ignoreFocusOut: true });
+    const items = modelPickItems(catalog, deps.memory.recentModels(), vscode.l10n.t('Same as the coding model'));
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: vscode.l10n.t('Model for audit sessions'), matchOnDescription: true, ignoreFocusOut: true });
     if (!picked) return undefined;
     auditorModel = picked.model;
   } else step++;
@@ -198,7 +198,7 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
       const lastVariant = (last.model ?? deps.defaults.model) === effective ? (last.variant ?? null) : null;
       const picked = await vscode.window.showQuickPick(variantPickItems(effective, variants, lastVariant), {
         title: stepTitle(),
-        placeHolder: `Variant of ${effective} (reasoning effort) for the sessions on it`,
+        placeHolder: vscode.l10n.t('Variant of {0} (reasoning effort) for the sessions on it', effective),
         ignoreFocusOut: true,
       });
       if (!picked) return undefined;
@@ -227,10 +227,10 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   if (maxIterations === undefined) {
     const value = await vscode.window.showInputBox({
       title: stepTitle(),
-      prompt: 'Maximum iterations (coding passes) before the loop stops; 0 = unlimited',
+      prompt: vscode.l10n.t('Maximum iterations (coding passes) before the loop stops; 0 = unlimited'),
       value: String(fallback.maxIterations),
       ignoreFocusOut: true,
-      validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) <= 1000 ? undefined : 'A whole number from 0 to 1000'),
+      validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) <= 1000 ? undefined : vscode.l10n.t('A whole number from 0 to 1000')),
     });
     if (value === undefined) return undefined;
     maxIterations = Number(value.trim());
@@ -242,15 +242,15 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     type SandboxItem = vscode.QuickPickItem & { sandbox: boolean };
     const driver = availability.driver ? ` (${availability.driver})` : '';
     const on: SandboxItem = availability.available
-      ? { sandbox: true, label: `$(vm) Sandboxed${driver}`, detail: 'Agent commands run confined to the worktree: nothing else is writable, no secret of Forge or opencode is reachable, no push.' }
-      : { sandbox: true, label: '$(vm-outline) Sandboxed (unavailable here)', detail: `${availability.reason ?? 'No sandbox driver works here.'} Choosing this refuses to start the loop.` };
+      ? { sandbox: true, label: vscode.l10n.t('$(vm) Sandboxed{0}', driver), detail: vscode.l10n.t('Agent commands run confined to the worktree: nothing else is writable, no secret of Forge or opencode is reachable, no push.') }
+      : { sandbox: true, label: vscode.l10n.t('$(vm-outline) Sandboxed (unavailable here)'), detail: vscode.l10n.t('{0} Choosing this refuses to start the loop.', availability.reason ?? vscode.l10n.t('No sandbox driver works here.')) };
     const off: SandboxItem = {
       sandbox: false,
-      label: availability.available ? '$(warning) Unconfined' : '$(warning) Unconfined (no sandbox driver works here)',
-      detail: "Agent commands run on this machine as you and can write outside the worktree. Forge keeps its secrets out of their environment and refuses git push through git; only a sandbox stops a determined agent.",
+      label: availability.available ? vscode.l10n.t('$(warning) Unconfined') : vscode.l10n.t('$(warning) Unconfined (no sandbox driver works here)'),
+      detail: vscode.l10n.t('Agent commands run on this machine as you and can write outside the worktree. Forge keeps its secrets out of their environment and refuses git push through git; only a sandbox stops a determined agent.'),
     };
     const items = deps.defaults.sandbox && availability.available ? [on, off] : [off, on];
-    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: 'Confine the agents in a sandbox?', ignoreFocusOut: true });
+    const picked = await vscode.window.showQuickPick(items, { title: stepTitle(), placeHolder: vscode.l10n.t('Confine the agents in a sandbox?'), ignoreFocusOut: true });
     if (!picked) return undefined;
     sandbox = picked.sandbox;
   }

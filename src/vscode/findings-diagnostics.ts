@@ -212,10 +212,10 @@ export class FindingCodeActions implements vscode.CodeActionProvider {
       if (!ref) continue;
       const show = new vscode.CodeAction(`Forge: Show finding ${ref.findingId} in Dashboard`, vscode.CodeActionKind.QuickFix);
       show.diagnostics = [diagnostic];
-      show.command = { command: 'forge.showFindingInDashboard', title: 'Show in Dashboard', arguments: [ref] };
+      show.command = { command: 'forge.showFindingInDashboard', title: vscode.l10n.t('Show in Dashboard'), arguments: [ref] };
       const dismiss = new vscode.CodeAction(`Forge: Dismiss finding ${ref.findingId}`, vscode.CodeActionKind.QuickFix);
       dismiss.diagnostics = [diagnostic];
-      dismiss.command = { command: 'forge.dismissFinding', title: 'Dismiss Finding', arguments: [ref] };
+      dismiss.command = { command: 'forge.dismissFinding', title: vscode.l10n.t('Dismiss Finding'), arguments: [ref] };
       actions.push(show, dismiss);
     }
     return actions;

@@ -1,3 +1,4 @@
+import * as vscode from 'vscode';
 /**
  * A goal's contract as Execute Goal asks for it: two optional one-line inputs, turned into the
  * same options `forge goal --check/--exists/--contains/--matches` takes, and checked by the
@@ -37,5 +38,5 @@ export const hasGoalContract = (contract: GoalCheckOptions): boolean =>
 
 /** Forge's message listing every check it cannot run (empty command, path outside the worktree …), or null. */
 export function goalContractProblems(contract: GoalCheckOptions): string | null {
-  return describeCheckProblems(parseGoalCheckOptions(contract), 'The goal');
+  return describeCheckProblems(parseGoalCheckOptions(contract), vscode.l10n.t('The goal'));
 }

@@ -39,7 +39,7 @@ export class BaseContentProvider implements vscode.TextDocumentContentProvider {
  */
 export async function showLoopDiff(engine: ForgeEngine, loop: LoopRow): Promise<number> {
   if (!loop.repoDir || !loop.baseCommit || !loop.branch) {
-    throw new Error(`Loop "${loop.name}" has no worktree yet (it did not get past its start), so there is nothing to compare.`);
+    throw new Error(vscode.l10n.t('Loop "{0}" has no worktree yet (it did not get past its start), so there is nothing to compare.', loop.name));
   }
   const live = loop.worktreeDir !== null && existsSync(loop.worktreeDir);
   const changes = await engine.worktrees.diffAgainstBase(

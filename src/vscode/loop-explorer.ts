@@ -25,7 +25,7 @@ export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
   if (node.contextValue) item.contextValue = node.contextValue;
   if (node.kind === 'loop') {
     // A click opens the loop in the dashboard; the context menu has the rest.
-    item.command = { command: 'forge.openDashboard', title: 'Open Dashboard', arguments: [{ projectId: node.projectId, name: node.name }] };
+    item.command = { command: 'forge.openDashboard', title: vscode.l10n.t('Open Dashboard'), arguments: [{ projectId: node.projectId, name: node.name }] };
   }
   return item;
 }
@@ -66,7 +66,7 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
         try {
           await this.model.start();
         } catch (error) {
-          this.onError('Forge could not start', error);
+          this.onError(vscode.l10n.t('Forge could not start'), error);
           return [];
         }
       }
@@ -78,7 +78,7 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
       try {
         return this.readSections(node);
       } catch (error) {
-        this.onError('Forge could not read the loop\'s sections', error);
+        this.onError(vscode.l10n.t('Forge could not read the loop\'s sections'), error);
         return [];
       }
     }

@@ -1,3 +1,4 @@
+import * as vscode from 'vscode';
 /**
  * What the Loop Explorer shows, as plain data: a pure function of the loops' rows and their
  * aggregates, so it can be tested and benchmarked without VS Code. `loop-explorer.ts` turns
@@ -22,7 +23,7 @@ export const LOOP_LEVEL_FINDING_PATHS: readonly string[] = [...PSEUDO_FINDING_PA
 export const isLoopLevelFindingPath = (file: string): boolean => file.trim() === '' || isPseudoFindingPath(file);
 
 /** What a loop-level finding is about, as a label: GOAL, PLAN, or "Check" for a fileless one. */
-export const loopLevelFindingLabel = (file: string): string => (file.trim() === '' ? 'Check' : file.trim());
+export const loopLevelFindingLabel = (file: string): string => (file.trim() === '' ? vscode.l10n.t('Check') : file.trim());
 
 const firstLine = (text: string): string => text.split('\n', 1)[0]!.trim();
 
@@ -90,9 +91,9 @@ export function summariseLoopChecks(checkCount: number, latest: readonly Pick<Ch
 
 /** "2/3 passing", with what is failing or not run yet. */
 export function checksText(checks: LoopChecksSummary): string {
-  const parts = [`${checks.passed}/${checks.total} passing`];
-  if (checks.failing.length > 0) parts.push(`${checks.failing.length} failing`);
-  if (checks.notRun > 0) parts.push(`${checks.notRun} not run yet`);
+  const parts = [vscode.l10n.t('{0}/{1} passing', checks.passed, checks.total)];
+  if (checks.failing.length > 0) parts.push(vscode.l10n.t('{0} failing', checks.failing.length));
+  if (checks.notRun > 0) parts.push(vscode.l10n.t('{0} not run yet', checks.notRun));
   return parts.join(', ');
 }
 
@@ -147,7 +148,8 @@ export interface SectionListEntry {
   readonly status: 'pending' | 'in_progress' | 'done';
 }
 
-const SECTION_STATUS_TEXT: Record<SectionListEntry['status'], string> = { pending: 'pending', in_progress: 'in progress', done: 'done' };
+const sectionStatusText = (status: SectionListEntry['status']): string =>
+  status === 'pending' ? vscode.l10n.t('pending') : status === 'in_progress' ? vscode.l10n.t('in progress') : vscode.l10n.t('done');
 const SECTION_STATUS_ICON: Record<SectionListEntry['status'], TreeIconSpec> = {
   pending: { id: 'circle-large-outline' },
   in_progress: { id: 'debug-start', color: 'charts.blue' },
@@ -165,14 +167,14 @@ export function buildSectionNodes(
 ): LoopDetailNode[] {
   return sections.map((section) => {
     const rationales = amendments.get(section.index) ?? [];
-    const badge = rationales.length === 0 ? '' : rationales.length === 1 ? ' · amended' : ` · amended ×${rationales.length}`;
-    const tooltip = [`Section ${section.index + 1}: ${section.title} (${SECTION_STATUS_TEXT[section.status]})`];
-    if (rationales.length > 0) tooltip.push('Amended by the auditor:', ...rationales.map((r) => `- ${r}`));
+    const badge = rationales.length === 0 ? '' : rationales.length === 1 ? vscode.l10n.t(' · amended') : vscode.l10n.t(' · amended ×{0}', rationales.length);
+    const tooltip = [vscode.l10n.t('Section {0}: {1} ({2})', section.index + 1, section.title, sectionStatusText(section.status))];
+    if (rationales.length > 0) tooltip.push(vscode.l10n.t('Amended by the auditor:'), ...rationales.map((r) => `- ${r}`));
     return {
       kind: 'detail',
       id: `${parentId}/${section.index}`,
       label: `${section.index + 1}. ${section.title}`,
-      description: `${SECTION_STATUS_TEXT[section.status]}${badge}`,
+      description: `${sectionStatusText(section.status)}${badge}`,
       tooltip: tooltip.join('\n'),
       icon: SECTION_STATUS_ICON[section.status],
       ...(rationales.length > 0 ? { contextValue: 'forge.section.amended' } : {}),
@@ -215,13 +217,28 @@ export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
   }
 }
 
-export const PHASE_LABELS: Record<string, string> = {
-  coding: 'coding',
-  auditing: 'auditing',
-  final_auditing: 'final audit',
-  final_audit_fix: 'final-audit fix',
-  post_action: 'post action',
-};
+function pseudoFindingTooltip(severity: FindingSeverity, file: string, description: string): string {
+  const about = file === 'GOAL' ? vscode.l10n.t('the goal') : file === 'PLAN' ? vscode.l10n.t('the plan') : vscode.l10n.t('the loop');
+  return severity === 'bug' ? vscode.l10n.t('Bug about {0}: {1}', about, description) : vscode.l10n.t('Warning about {0}: {1}', about, description);
+}
+
+/** A loop phase as the user reads it; an unknown phase as it is stored. */
+export function phaseLabel(phase: string): string {
+  switch (phase) {
+    case 'coding':
+      return vscode.l10n.t('coding');
+    case 'auditing':
+      return vscode.l10n.t('auditing');
+    case 'final_auditing':
+      return vscode.l10n.t('final audit');
+    case 'final_audit_fix':
+      return vscode.l10n.t('final-audit fix');
+    case 'post_action':
+      return vscode.l10n.t('post action');
+    default:
+      return phase;
+  }
+}
 
 export function formatCost(cost: number): string {
   if (cost <= 0) return '$0';
@@ -234,7 +251,6 @@ export function formatTokens(n: number): string {
   return `${(n / 1_000_000).toFixed(2)}M`;
 }
 
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** Total sections of a loop as the runtime stores it (`state.loopState.sectionCount`), or 0. */
 export function sectionCountOf(loop: Pick<LoopRow, 'state'>): number {
@@ -243,29 +259,31 @@ export function sectionCountOf(loop: Pick<LoopRow, 'state'>): number {
   return typeof count === 'number' && Number.isFinite(count) ? count : 0;
 }
 
-function iterationText(loop: LoopTreeLoop): string {
-  return `iteration ${loop.iteration}/${loop.maxIterations > 0 ? loop.maxIterations : '∞'}`;
+/** "3/15" (or "3/∞" without a cap). */
+function iterationFraction(loop: LoopTreeLoop): string {
+  return `${loop.iteration}/${loop.maxIterations > 0 ? loop.maxIterations : '∞'}`;
 }
 
-function sectionText(loop: LoopTreeLoop): string | undefined {
+/** "2/4" for the second of four plan sections, undefined for a loop without sections. */
+function sectionFraction(loop: LoopTreeLoop): string | undefined {
   const count = sectionCountOf(loop);
   if (count === 0 || loop.sectionIndex === null) return undefined;
-  return `section ${Math.min(loop.sectionIndex + 1, count)}/${count}`;
+  return `${Math.min(loop.sectionIndex + 1, count)}/${count}`;
 }
 
 function findingsText(open: LoopSummary['openFindings']): string | undefined {
   if (open.bug === 0 && open.warning === 0) return undefined;
   const parts: string[] = [];
-  if (open.bug > 0) parts.push(plural(open.bug, 'bug'));
-  if (open.warning > 0) parts.push(plural(open.warning, 'warning'));
+  if (open.bug > 0) parts.push(open.bug === 1 ? vscode.l10n.t('1 bug') : vscode.l10n.t('{0} bugs', open.bug));
+  if (open.warning > 0) parts.push(open.warning === 1 ? vscode.l10n.t('1 warning') : vscode.l10n.t('{0} warnings', open.warning));
   return parts.join(', ');
 }
 
 function statusText(summary: LoopSummary): string {
   const { loop } = summary;
-  if (loop.status === 'starting') return 'starting';
+  if (loop.status === 'starting') return vscode.l10n.t('starting');
   if (loop.status === 'running') {
-    return summary.supervisedHere ? 'running in this window' : loop.supervisorId ? 'running in another window or process' : 'running (no live supervisor: restart with force)';
+    return summary.supervisedHere ? vscode.l10n.t('running in this window') : loop.supervisorId ? vscode.l10n.t('running in another window or process') : vscode.l10n.t('running (no live supervisor: restart with force)');
   }
   const reason = loop.terminationReason && loop.terminationReason !== loop.status ? ` (${loop.terminationReason})` : '';
   return `${loop.status}${reason}`;
@@ -275,13 +293,13 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   const { loop } = summary;
   const live = isLive(loop.status);
   const parts: string[] = [];
-  parts.push(live ? (PHASE_LABELS[loop.phase] ?? loop.phase) : loop.status === 'completed' ? 'completed' : (loop.terminationReason ?? loop.status));
-  parts.push(`iter ${loop.iteration}`);
-  const section = sectionText(loop);
-  if (section) parts.push(section.replace('section ', '§'));
+  parts.push(live ? (phaseLabel(loop.phase)) : loop.status === 'completed' ? vscode.l10n.t('completed') : (loop.terminationReason ?? loop.status));
+  parts.push(vscode.l10n.t('iter {0}', loop.iteration));
+  const section = sectionFraction(loop);
+  if (section) parts.push(`§${section}`);
   const findings = findingsText(summary.openFindings);
   if (findings) parts.push(findings);
-  if (summary.checks) parts.push(`${summary.checks.failing.length > 0 ? '✗' : summary.checks.passed === summary.checks.total ? '✓' : '○'} checks ${summary.checks.passed}/${summary.checks.total}`);
+  if (summary.checks) parts.push(vscode.l10n.t('{0} checks {1}/{2}', summary.checks.failing.length > 0 ? '✗' : summary.checks.passed === summary.checks.total ? '✓' : '○', summary.checks.passed, summary.checks.total));
   if (summary.pseudoFindings.length > 0) parts.push(`⚑ ${[...new Set(summary.pseudoFindings.map((f) => loopLevelFindingLabel(f.file)))].join('/')}`);
   if (summary.usage && summary.usage.cost > 0) parts.push(formatCost(summary.usage.cost));
 
@@ -302,25 +320,25 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
 export function buildLoopTooltip(summary: LoopSummary): string {
   const { loop } = summary;
   const live = isLive(loop.status);
-  const section = sectionText(loop);
+  const section = sectionFraction(loop);
   const findings = findingsText(summary.openFindings);
-  const tooltip: string[] = [`${loop.name} — ${loop.kind} loop`, `Status: ${statusText(summary)}`];
-  if (live) tooltip.push(`Phase: ${PHASE_LABELS[loop.phase] ?? loop.phase}`);
-  tooltip.push(`${iterationText(loop).replace(/^i/, 'I')}`);
-  if (section) tooltip.push(section.replace(/^s/, 'S'));
-  tooltip.push(`Open findings: ${findings ?? 'none'}`);
+  const tooltip: string[] = [vscode.l10n.t('{0} — {1} loop', loop.name, loop.kind), vscode.l10n.t('Status: {0}', statusText(summary))];
+  if (live) tooltip.push(vscode.l10n.t('Phase: {0}', phaseLabel(loop.phase)));
+  tooltip.push(vscode.l10n.t('Iteration {0}', iterationFraction(loop)));
+  if (section) tooltip.push(vscode.l10n.t('Section {0}', section));
+  tooltip.push(vscode.l10n.t('Open findings: {0}', findings ?? vscode.l10n.t('none')));
   if (summary.checks) {
-    tooltip.push(`Checks: ${checksText(summary.checks)}`);
-    for (const label of summary.checks.failing) tooltip.push(`  failing: ${label}`);
+    tooltip.push(vscode.l10n.t('Checks: {0}', checksText(summary.checks)));
+    for (const label of summary.checks.failing) tooltip.push(vscode.l10n.t('  failing: {0}', label));
   }
-  for (const f of summary.pseudoFindings) tooltip.push(`  ${f.severity} on ${loopLevelFindingLabel(f.file)}: ${f.description}`);
+  for (const f of summary.pseudoFindings) tooltip.push(vscode.l10n.t('  {0} on {1}: {2}', f.severity, loopLevelFindingLabel(f.file), f.description));
   if (summary.usage) {
     tooltip.push(
-      `Sessions: ${summary.usage.sessions} · tokens ${formatTokens(summary.usage.inputTokens)} in / ${formatTokens(summary.usage.outputTokens)} out · ${formatCost(summary.usage.cost)}`,
+      vscode.l10n.t('Sessions: {0} · tokens {1} in / {2} out · {3}', summary.usage.sessions, formatTokens(summary.usage.inputTokens), formatTokens(summary.usage.outputTokens), formatCost(summary.usage.cost)),
     );
   }
-  if (loop.branch) tooltip.push(`Branch: ${loop.branch}`);
-  tooltip.push(`Confinement: ${describeConfinement(confinementOf(loop))}`);
+  if (loop.branch) tooltip.push(vscode.l10n.t('Branch: {0}', loop.branch));
+  tooltip.push(vscode.l10n.t('Confinement: {0}', describeConfinement(confinementOf(loop))));
   return tooltip.join('\n');
 }
 
@@ -330,22 +348,22 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
   const { loop } = summary;
   const id = (suffix: string) => `${node.id}#${suffix}`;
   const details: LoopDetailNode[] = [
-    { kind: 'detail', id: id('status'), label: 'Status', description: statusText(summary), icon: loopStatusIcon(loop.status) },
+    { kind: 'detail', id: id('status'), label: vscode.l10n.t('Status'), description: statusText(summary), icon: loopStatusIcon(loop.status) },
   ];
   if (isLive(loop.status)) {
-    details.push({ kind: 'detail', id: id('phase'), label: 'Phase', description: PHASE_LABELS[loop.phase] ?? loop.phase, icon: { id: 'symbol-event' } });
+    details.push({ kind: 'detail', id: id('phase'), label: vscode.l10n.t('Phase'), description: phaseLabel(loop.phase), icon: { id: 'symbol-event' } });
   }
-  details.push({ kind: 'detail', id: id('iteration'), label: 'Iteration', description: iterationText(loop).replace('iteration ', ''), icon: { id: 'history' } });
-  const section = sectionText(loop);
-  if (section) details.push({ kind: 'detail', id: id('section'), label: 'Section', description: section.replace('section ', ''), icon: { id: 'list-ordered' } });
+  details.push({ kind: 'detail', id: id('iteration'), label: vscode.l10n.t('Iteration'), description: iterationFraction(loop), icon: { id: 'history' } });
+  const section = sectionFraction(loop);
+  if (section) details.push({ kind: 'detail', id: id('section'), label: vscode.l10n.t('Section'), description: section, icon: { id: 'list-ordered' } });
   const sectionCount = sectionCountOf(loop);
   if (sectionCount > 0) {
     details.push({
       kind: 'detail',
       id: id('sections'),
-      label: 'Sections',
+      label: vscode.l10n.t('Sections'),
       description: String(sectionCount),
-      tooltip: 'The plan\'s sections, with those the auditor amended',
+      tooltip: vscode.l10n.t('The plan\'s sections, with those the auditor amended'),
       icon: { id: 'list-tree' },
       sectionsOf: { projectId: loop.projectId, name: loop.name },
     });
@@ -354,8 +372,8 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
   details.push({
     kind: 'detail',
     id: id('findings'),
-    label: 'Open findings',
-    description: findings ?? 'none',
+    label: vscode.l10n.t('Open findings'),
+    description: findings ?? vscode.l10n.t('none'),
     icon: summary.openFindings.bug > 0 ? { id: 'bug', color: 'list.errorForeground' } : summary.openFindings.warning > 0 ? { id: 'warning', color: 'list.warningForeground' } : { id: 'check' },
   });
   if (summary.checks) {
@@ -363,9 +381,9 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
     details.push({
       kind: 'detail',
       id: id('checks'),
-      label: 'Checks',
+      label: vscode.l10n.t('Checks'),
       description: checksText(summary.checks),
-      tooltip: `Verification checks Forge runs itself before the loop may complete: ${checksText(summary.checks)}${failing.length > 0 ? `\nFailing:\n${failing.map((l) => `- ${l}`).join('\n')}` : ''}`,
+      tooltip: vscode.l10n.t('Verification checks Forge runs itself before the loop may complete: {0}{1}', checksText(summary.checks), failing.length > 0 ? `\n${vscode.l10n.t('Failing:')}\n${failing.map((l) => `- ${l}`).join('\n')}` : ''),
       icon: checksIcon(summary.checks),
     });
   }
@@ -375,31 +393,31 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
       id: id(`pseudo-${f.id}`),
       label: loopLevelFindingLabel(f.file),
       description: firstLine(f.description),
-      tooltip: `${f.severity === 'bug' ? 'Bug' : 'Warning'} about the ${f.file === 'GOAL' ? 'goal' : f.file === 'PLAN' ? 'plan' : 'loop'}: ${f.description}`,
+      tooltip: pseudoFindingTooltip(f.severity, f.file, f.description),
       icon: f.severity === 'bug' ? { id: 'bug', color: 'list.errorForeground' } : { id: 'warning', color: 'list.warningForeground' },
     });
   }
   const usage = summary.usage;
-  details.push({ kind: 'detail', id: id('sessions'), label: 'Sessions', description: String(usage?.sessions ?? 0), icon: { id: 'comment-discussion' } });
+  details.push({ kind: 'detail', id: id('sessions'), label: vscode.l10n.t('Sessions'), description: String(usage?.sessions ?? 0), icon: { id: 'comment-discussion' } });
   details.push({
     kind: 'detail',
     id: id('usage'),
-    label: 'Usage',
-    description: usage ? `${formatTokens(usage.inputTokens)} in · ${formatTokens(usage.outputTokens)} out · ${formatCost(usage.cost)}` : 'none yet',
+    label: vscode.l10n.t('Usage'),
+    description: usage ? vscode.l10n.t('{0} in · {1} out · {2}', formatTokens(usage.inputTokens), formatTokens(usage.outputTokens), formatCost(usage.cost)) : vscode.l10n.t('none yet'),
     icon: { id: 'credit-card' },
   });
-  if (loop.model) details.push({ kind: 'detail', id: id('model'), label: 'Model', description: loop.auditorModel && loop.auditorModel !== loop.model ? `${loop.model} (auditor ${loop.auditorModel})` : loop.model, icon: { id: 'hubot' } });
-  if (loop.branch) details.push({ kind: 'detail', id: id('branch'), label: 'Branch', description: loop.branch, icon: { id: 'git-branch' } });
+  if (loop.model) details.push({ kind: 'detail', id: id('model'), label: vscode.l10n.t('Model'), description: loop.auditorModel && loop.auditorModel !== loop.model ? vscode.l10n.t('{0} (auditor {1})', loop.model, loop.auditorModel) : loop.model, icon: { id: 'hubot' } });
+  if (loop.branch) details.push({ kind: 'detail', id: id('branch'), label: vscode.l10n.t('Branch'), description: loop.branch, icon: { id: 'git-branch' } });
   const confinement = confinementOf(loop);
   details.push({
     kind: 'detail',
     id: id('confinement'),
-    label: 'Confinement',
-    description: confinement.sandboxed ? `sandboxed (${confinement.driver})` : 'UNCONFINED',
+    label: vscode.l10n.t('Confinement'),
+    description: confinement.sandboxed ? vscode.l10n.t('sandboxed ({0})', confinement.driver) : vscode.l10n.t('UNCONFINED'),
     tooltip: describeConfinement(confinement) + (confinement.sandboxed ? '' : ` — ${confinement.detail}`),
     icon: { id: confinement.sandboxed ? 'vm' : 'warning' },
   });
-  if (loop.worktreeDir) details.push({ kind: 'detail', id: id('worktree'), label: 'Worktree', description: loop.worktreeDir, tooltip: loop.worktreeDir, icon: { id: 'folder' } });
+  if (loop.worktreeDir) details.push({ kind: 'detail', id: id('worktree'), label: vscode.l10n.t('Worktree'), description: loop.worktreeDir, tooltip: loop.worktreeDir, icon: { id: 'folder' } });
   return details;
 }
 
@@ -413,10 +431,10 @@ export function buildLoopTree(summaries: readonly LoopSummary[]): LoopGroupNode[
   for (const summary of sorted) (isLive(summary.loop.status) ? running : recent).push(buildLoopNode(summary));
   const groups: LoopGroupNode[] = [];
   if (running.length > 0) {
-    groups.push({ kind: 'group', group: 'running', id: 'group:running', label: 'Running', description: String(running.length), icon: { id: 'play-circle' }, loops: running });
+    groups.push({ kind: 'group', group: 'running', id: 'group:running', label: vscode.l10n.t('Running'), description: String(running.length), icon: { id: 'play-circle' }, loops: running });
   }
   if (recent.length > 0) {
-    groups.push({ kind: 'group', group: 'recent', id: 'group:recent', label: 'Recent', description: String(recent.length), icon: { id: 'history' }, loops: recent });
+    groups.push({ kind: 'group', group: 'recent', id: 'group:recent', label: vscode.l10n.t('Recent'), description: String(recent.length), icon: { id: 'history' }, loops: recent });
   }
   return groups;
 }

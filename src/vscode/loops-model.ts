@@ -119,7 +119,7 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
           await read();
         } while (again);
       } catch (error) {
-        deps.onError('Forge could not read its loops', error);
+        deps.onError(vscode.l10n.t('Forge could not read its loops'), error);
       } finally {
         running = undefined;
       }

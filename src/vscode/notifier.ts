@@ -22,7 +22,6 @@ export interface Notifier {
   recent(): readonly RecordedNotification[];
 }
 
-const SHOW_LOG = 'Show Log';
 const KEEP = 50;
 
 export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
@@ -43,11 +42,12 @@ export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
       return vscode.window.showWarningMessage(message, ...actions);
     },
     error(what, error) {
-      const message = `${what}: ${errorMessage(error)}`;
+      const message = vscode.l10n.t('{0}: {1}', what, errorMessage(error));
       record('error', message);
       log.error(error instanceof Error && error.stack ? `${what}: ${error.stack}` : message);
-      void vscode.window.showErrorMessage(message, SHOW_LOG).then((choice) => {
-        if (choice === SHOW_LOG) showLog();
+      const showLogAction = vscode.l10n.t('Show Log');
+      void vscode.window.showErrorMessage(message, showLogAction).then((choice) => {
+        if (choice === showLogAction) showLog();
       });
     },
     recent: () => recent,

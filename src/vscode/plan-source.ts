@@ -51,15 +51,15 @@ export async function resolvePlanInput(
   const choices: Choice[] = [];
   if (clipboard !== '') {
     const lines = clipboard.split(/\r?\n/);
-    choices.push({ pick: 'clipboard', label: '$(clippy) Plan from the clipboard', description: `${lines.length} line${lines.length === 1 ? '' : 's'}`, detail: lines[0]?.slice(0, 120) });
+    choices.push({ pick: 'clipboard', label: vscode.l10n.t('$(clippy) Plan from the clipboard'), description: lines.length === 1 ? vscode.l10n.t('1 line') : vscode.l10n.t('{0} lines', lines.length), detail: lines[0]?.slice(0, 120) });
   }
-  choices.push({ pick: 'file', label: '$(markdown) Pick a markdown file…' });
-  const choice = choices.length === 1 ? choices[0] : await vscode.window.showQuickPick(choices, { title: 'Forge: Execute Plan — which plan?', placeHolder: 'No markdown editor is active' });
+  choices.push({ pick: 'file', label: vscode.l10n.t('$(markdown) Pick a markdown file…') });
+  const choice = choices.length === 1 ? choices[0] : await vscode.window.showQuickPick(choices, { title: vscode.l10n.t('Forge: Execute Plan — which plan?'), placeHolder: vscode.l10n.t('No markdown editor is active') });
   if (!choice) return undefined;
   if (choice.pick === 'clipboard') return { text: clipboard, source: 'the clipboard' };
   const picked = await vscode.window.showOpenDialog({
     canSelectMany: false,
-    openLabel: 'Execute Plan',
+    openLabel: vscode.l10n.t('Execute Plan'),
     filters: { Markdown: ['md', 'markdown', 'mdx'] },
     ...(vscode.workspace.workspaceFolders?.[0] ? { defaultUri: vscode.workspace.workspaceFolders[0].uri } : {}),
   });

@@ -76,7 +76,7 @@ export function createSettingsAccessor(deps: SettingsAccessorDeps): SettingsAcce
       return current ?? validate(resolver);
     },
     get() {
-      if (!current) throw new Error('Forge settings were read before they were loaded (call load() first).');
+      if (!current) throw new Error(vscode.l10n.t('Forge settings were read before they were loaded (call load() first).'));
       return current;
     },
     isLoaded: () => current !== undefined,

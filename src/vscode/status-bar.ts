@@ -20,27 +20,27 @@ export interface StatusBarSnapshot {
  * Whenever new loops would run unconfined the item says so in words and is shown as a warning.
  */
 export function sandboxItemView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean; warning: boolean } {
-  const unconfined = "Their agents' commands run on this machine as you and can write outside the worktree; Forge keeps its secrets out of their environment and refuses git push, but only a sandbox stops a determined agent.";
+  const unconfined = vscode.l10n.t('Their agents\' commands run on this machine as you and can write outside the worktree; Forge keeps its secrets out of their environment and refuses git push, but only a sandbox stops a determined agent.');
   if (!enabled) {
     return {
-      text: '$(warning) Sandbox: off — unconfined',
-      tooltip: `New Forge loops run UNCONFINED: the sandbox is turned off (forge.sandbox.enabled). ${unconfined} Click to turn the sandbox on.`,
+      text: vscode.l10n.t('$(warning) Sandbox: off — unconfined'),
+      tooltip: vscode.l10n.t('New Forge loops run UNCONFINED: the sandbox is turned off (forge.sandbox.enabled). {0} Click to turn the sandbox on.', unconfined),
       disabled: false,
       warning: true,
     };
   }
   if (availability && !availability.available) {
     return {
-      text: '$(warning) Sandbox: unavailable — unconfined',
-      tooltip: `New Forge loops run UNCONFINED: Forge cannot sandbox loops on this machine: ${availability.reason ?? 'no sandbox driver is available'}. ${unconfined} Install bubblewrap (Linux), Docker or Podman, or set forge.sandbox.required to refuse unconfined loops.`,
+      text: vscode.l10n.t('$(warning) Sandbox: unavailable — unconfined'),
+      tooltip: vscode.l10n.t('New Forge loops run UNCONFINED: Forge cannot sandbox loops on this machine: {0}. {1} Install bubblewrap (Linux), Docker or Podman, or set forge.sandbox.required to refuse unconfined loops.', availability.reason ?? vscode.l10n.t('no sandbox driver is available'), unconfined),
       disabled: true,
       warning: true,
     };
   }
   const driver = availability?.driver ? ` (${availability.driver})` : '';
   return {
-    text: `$(vm) Sandbox: on${driver}`,
-    tooltip: `New Forge loops run their agents' commands in a sandbox${driver}: only the worktree is writable, no secret of Forge or opencode is reachable.${availability ? '' : ' (The sandbox driver is checked on first use.)'} Click to turn it off.`,
+    text: vscode.l10n.t('$(vm) Sandbox: on{0}', driver),
+    tooltip: vscode.l10n.t('New Forge loops run their agents\' commands in a sandbox{0}: only the worktree is writable, no secret of Forge or opencode is reachable.{1} Click to turn it off.', driver, availability ? '' : vscode.l10n.t(' (The sandbox driver is checked on first use.)')),
     disabled: false,
     warning: false,
   };
@@ -65,9 +65,9 @@ export class ForgeStatusBar implements vscode.Disposable {
     engineStarted: vscode.Event<ForgeEngine>,
     private readonly log: ForgeLog,
   ) {
-    this.sandboxItem.name = 'Forge Sandbox';
+    this.sandboxItem.name = vscode.l10n.t('Forge Sandbox');
     this.sandboxItem.command = TOGGLE_SANDBOX_COMMAND;
-    this.runningItem.name = 'Forge Loops';
+    this.runningItem.name = vscode.l10n.t('Forge Loops');
     this.runningItem.command = FOCUS_LOOP_EXPLORER_COMMAND;
     this.subscriptions.push(
       settings.onDidChange(() => this.render()),
@@ -102,8 +102,8 @@ export class ForgeStatusBar implements vscode.Disposable {
     this.sandboxItem.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
 
     const running = this.model.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
-    this.runningItem.text = `$(sync~spin) Forge: ${running} loop${running === 1 ? '' : 's'} running`;
-    this.runningItem.tooltip = 'Show the Loop Explorer';
+    this.runningItem.text = running === 1 ? vscode.l10n.t('$(sync~spin) Forge: 1 loop running') : vscode.l10n.t('$(sync~spin) Forge: {0} loops running', running);
+    this.runningItem.tooltip = vscode.l10n.t('Show the Loop Explorer');
     if (running > 0) this.runningItem.show();
     else this.runningItem.hide();
   }

@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import type { Notifier } from './notifier';
 
 export function untrustedMessage(action: string): string {
-  return `Forge will not ${action} in an untrusted workspace: loops run coding agents that execute commands and edit files. Trust this workspace (Manage Workspace Trust) to run loops.`;
+  return vscode.l10n.t('Forge will not {0} in an untrusted workspace: loops run coding agents that execute commands and edit files. Trust this workspace (Manage Workspace Trust) to run loops.', action);
 }
 
 /**
@@ -13,7 +13,7 @@ export function untrustedMessage(action: string): string {
 export function refuseIfUntrusted(notifier: Notifier, action: string): string | undefined {
   if (vscode.workspace.isTrusted) return undefined;
   const message = untrustedMessage(action);
-  void notifier.warn(message, 'Manage Workspace Trust').then((choice) => {
+  void notifier.warn(message, vscode.l10n.t('Manage Workspace Trust')).then((choice) => {
     if (choice) void vscode.commands.executeCommand('workbench.trust.manage');
   });
   return message;

@@ -83,8 +83,8 @@ export class WorktreeFolders implements vscode.Disposable {
       });
     });
     const ok = vscode.workspace.updateWorkspaceFolders(folders.length, 0, { uri, name: `Forge: ${loop.name}` });
-    if (!ok) throw new Error(`VS Code refused to add ${worktreeDir} to the workspace.`);
-    if (!(await added)) throw new Error(`VS Code did not add ${worktreeDir} to the workspace.`);
+    if (!ok) throw new Error(vscode.l10n.t('VS Code refused to add {0} to the workspace.', worktreeDir));
+    if (!(await added)) throw new Error(vscode.l10n.t('VS Code did not add {0} to the workspace.', worktreeDir));
     this.log.info(`added worktree ${worktreeDir} to the workspace`);
     return 'added';
   }
@@ -96,13 +96,15 @@ export class WorktreeFolders implements vscode.Disposable {
     if (!existsSync(pending.worktreeDir)) return;
     const still = this.drivenHere();
     const choice = await vscode.window.showInformationMessage(
-      `Forge: loop "${pending.loopName}" ended. Add its worktree to the workspace?${still > 0 ? ` This restarts the extensions and stops the ${still} loop${still === 1 ? '' : 's'} this window still drives.` : ''}`,
-      'Add to Workspace',
-      'Open in New Window',
+      still === 0
+        ? vscode.l10n.t('Forge: loop "{0}" ended. Add its worktree to the workspace?', pending.loopName)
+        : vscode.l10n.t('Forge: loop "{0}" ended. Add its worktree to the workspace? This restarts the extensions and stops the {1} loop(s) this window still drives.', pending.loopName, still),
+      vscode.l10n.t('Add to Workspace'),
+      vscode.l10n.t('Open in New Window'),
     );
-    if (choice === 'Add to Workspace') {
+    if (choice === vscode.l10n.t('Add to Workspace')) {
       vscode.workspace.updateWorkspaceFolders((vscode.workspace.workspaceFolders ?? []).length, 0, { uri: vscode.Uri.file(pending.worktreeDir), name: `Forge: ${pending.loopName}` });
-    } else if (choice === 'Open in New Window') {
+    } else if (choice === vscode.l10n.t('Open in New Window')) {
       await vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(pending.worktreeDir), { forceNewWindow: true });
     }
   }

@@ -137,7 +137,7 @@ export async function runVsCodeTests(options = {}) {
   try {
     const runConfig = vscodeTestRun(options.run ?? 'main');
     const trusted = options.trusted ?? runConfig.trusted;
-    const extensionPath = realpathSync(options.extensionDevelopmentPath ?? repoRoot);
+    let extensionPath = realpathSync(options.extensionDevelopmentPath ?? repoRoot);
     const testsPath = options.extensionTestsPath ?? defaultTestsPath;
     const timeoutMs = options.timeoutMs ?? 20 * 60_000;
     artifactsDir = join(artifactsRoot, runConfig.name);
@@ -177,6 +177,11 @@ export async function runVsCodeTests(options = {}) {
     // model server) and hand their address to the tests as environment variables.
     const setup = (await guard(Promise.resolve(runConfig.setup?.({ workspaceFolder, runDir })))) ?? {};
     if (setup.teardown) cleanups.push(setup.teardown);
+    // A run may test another build of the extension (a copy its setup made), unless --extension says which.
+    if (setup.extensionDevelopmentPath && !options.extensionDevelopmentPath) {
+      extensionPath = realpathSync(setup.extensionDevelopmentPath);
+      checkPrerequisites(extensionPath, testsPath);
+    }
     const workspaceFile = runConfig.multiRoot ? writeWorkspaceFile(runDir, workspaceFolder) : null;
     const extraEnv = {
       ...runConfig.env,
@@ -201,6 +206,7 @@ export async function runVsCodeTests(options = {}) {
       runDir,
       trusted,
       launch: installed?.launch,
+      settings: runConfig.settings,
       env: {
         ...(installed?.env ?? {}),
         ...extraEnv,
@@ -381,12 +387,12 @@ function inheritedEnv() {
   return env;
 }
 
-function startCodeServer({ port, runDir, trusted, env, launch }) {
+function startCodeServer({ port, runDir, trusted, env, launch, settings }) {
   const userDataDir = join(runDir, 'user-data');
   mkdirSync(join(userDataDir, 'User'), { recursive: true });
   writeFileSync(
     join(userDataDir, 'User/settings.json'),
-    JSON.stringify({ ...quietSettings, ...(trusted ? {} : untrustedSettings) }, null, 2),
+    JSON.stringify({ ...quietSettings, ...(trusted ? {} : untrustedSettings), ...(settings ?? {}) }, null, 2),
   );
   const cliArgs = [
     '--auth', 'none',
@@ -550,6 +556,13 @@ async function startControlServer(getPage, artifactsDir, say, secondWindow) {
       }
       const second = request.method === 'POST' && request.url.startsWith(`/${token}/second-window/`) ? request.url.slice(`/${token}/second-window/`.length) : null;
       if (second !== null) return reply(200, await secondWindow.handle(second, await readJsonBody(request)));
+      if (request.method === 'POST' && request.url === `/${token}/page-text`) {
+        const { selector } = await readJsonBody(request);
+        const page = getPage();
+        if (!page) return reply(409, { error: 'the workbench page is not open yet' });
+        const texts = await page.evaluate((s) => [...document.querySelectorAll(s || 'body')].map((e) => e.innerText), selector);
+        return reply(200, { texts });
+      }
       if (request.method !== 'POST' || request.url !== `/${token}/screenshot`) return reply(404, { error: `unknown request ${request.method} ${request.url}` });
       const { name } = await readJsonBody(request);
       const problem = screenshotNameProblem(name);

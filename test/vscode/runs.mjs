@@ -4,8 +4,9 @@
 // in the run `main`. Add a run here and a folder there to test another
 // configuration.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /**
  * @typedef {object} VsCodeTestRun
@@ -17,12 +18,14 @@ import { join } from 'node:path';
  *   code-server's --install-extension into an empty extensions folder, code-server under bubblewrap with the
  *   checkout hidden (test/vscode/installed-extension.mjs); `opencode: 'global'` puts only the global install of
  *   scripts/prereqs/opencode-global.sh on PATH, `'none'` no opencode at all
+ * @property {Record<string, unknown>} [settings]  user settings on top of the harness's quiet ones (run-host.mjs)
  * @property {boolean} [multiRoot]              open the workspace folder through a `.code-workspace` file (a multi-root
  *   workspace), so that tests may add folders: VS Code refuses to turn a single-folder window into a workspace under test
- * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void }>} [setup]
+ * @property {(ctx: { workspaceFolder: string, runDir: string }) => Promise<{ env?: Record<string, string>, teardown?: () => Promise<void> | void, extensionDevelopmentPath?: string }>} [setup]
  *   runs before code-server starts, after the workspace (a fresh git repository unless --workspace)
  *   exists: may add files to it or start helpers (e.g. a scripted model server) whose
- *   address it returns as environment; `teardown` runs after code-server stopped.
+ *   address it returns as environment; `teardown` runs after code-server stopped; `extensionDevelopmentPath`
+ *   makes the run load another build of the extension (a copy the setup made) instead of the checkout.
  */
 
 /** @type {VsCodeTestRun[]} */
@@ -55,6 +58,29 @@ export const vscodeTestRuns = [
     },
   },
   {
+    name: 'chat',
+    description: 'trusted fresh git repository with the chat features on (the harness turns them off elsewhere): the @forge participant',
+    trusted: true,
+    env: {},
+    settings: { 'chat.disableAIFeatures': false },
+    // VS Code's chat view sends nothing to a participant until some language model exists: a test-only
+    // stub provides one (test/vscode/fixtures/lm-stub). Forge never uses it; the tests check that.
+    // code-server loads one extension under development, so the stub is installed as a user extension.
+    async setup({ runDir }) {
+      installUserExtension(runDir, join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'lm-stub'));
+      return {};
+    },
+  },
+  {
+    name: 'nochat',
+    description: 'trusted fresh git repository, Forge built so that its `vscode` API has no `chat` (a VS Code build without the chat API)',
+    trusted: true,
+    env: {},
+    async setup({ runDir }) {
+      return { extensionDevelopmentPath: extensionWithoutChatApi(runDir) };
+    },
+  },
+  {
     name: 'untrusted',
     description: 'fresh git repository opened in restricted mode (workspace not trusted)',
     trusted: false,
@@ -76,6 +102,53 @@ export const vscodeTestRuns = [
     env: {},
   },
 ];
+
+/**
+ * Installs the unpacked extension `dir` into the run's user extensions folder (code-server's
+ * --extensions-dir, `<runDir>/extensions`), as `--install-extension` would: the folder and its
+ * entry in extensions.json.
+ * @param {string} runDir
+ * @param {string} dir
+ */
+function installUserExtension(runDir, dir) {
+  const { publisher, name, version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  const extensionsDir = join(runDir, 'extensions');
+  const folder = `${publisher}.${name}-${version}`;
+  cpSync(dir, join(extensionsDir, folder), { recursive: true });
+  const entry = {
+    identifier: { id: `${publisher}.${name}` },
+    version,
+    location: { $mid: 1, path: join(extensionsDir, folder), scheme: 'file' },
+    relativeLocation: folder,
+    metadata: { installedTimestamp: Date.now(), source: 'vsix', pinned: true },
+  };
+  writeFileSync(join(extensionsDir, 'extensions.json'), JSON.stringify([entry]));
+}
+
+/** The marker line extensionWithoutChatApi puts first in the copy's dist/extension.cjs (the tests look for it). */
+export const NO_CHAT_API_MARKER = '/* forge-test: vscode.chat hidden */';
+
+/**
+ * A copy of the built extension whose `require('vscode')` returns the API without `chat`, as a
+ * VS Code build without the chat API would: the checkout's files linked, dist/extension.cjs
+ * copied with one line in front that wraps `require`.
+ * @param {string} runDir
+ */
+function extensionWithoutChatApi(runDir) {
+  const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const copy = join(runDir, 'forge-without-chat');
+  mkdirSync(join(copy, 'dist'), { recursive: true });
+  for (const entry of ['package.json', 'package.nls.json', 'l10n', 'media', 'container', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
+    if (existsSync(join(repo, entry))) symlinkSync(join(repo, entry), join(copy, entry));
+  }
+  for (const file of readdirSync(join(repo, 'dist'))) {
+    if (file !== 'extension.cjs') symlinkSync(join(repo, 'dist', file), join(copy, 'dist', file));
+  }
+  const wrap =
+    `${NO_CHAT_API_MARKER} var require = ((real) => Object.assign((id) => { if (id !== 'vscode') return real(id); const api = { ...real('vscode') }; delete api.chat; return api; }, real))(require);\n`;
+  writeFileSync(join(copy, 'dist', 'extension.cjs'), wrap + readFileSync(join(repo, 'dist', 'extension.cjs'), 'utf8'));
+  return copy;
+}
 
 /** @param {string} name */
 export function vscodeTestRun(name) {

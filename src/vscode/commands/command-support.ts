@@ -23,7 +23,7 @@ export function registerForgeCommand(
       try {
         return await handler(...args);
       } catch (error) {
-        ctx.notifier.error(`Forge: ${title} failed`, error);
+        ctx.notifier.error(vscode.l10n.t('Forge: {0} failed', title), error);
         return { status: 'failed', message: errorMessage(error) };
       }
     }),
@@ -32,21 +32,21 @@ export function registerForgeCommand(
 
 export function refused(ctx: ForgeContext, reason: Extract<CommandResult, { status: 'refused' }>['reason'], message: string, ...actions: string[]): CommandResult {
   void ctx.notifier.warn(message, ...actions).then((choice) => {
-    if (choice === 'Open Folder') void vscode.commands.executeCommand('workbench.action.files.openFolder');
+    if (choice === vscode.l10n.t('Open Folder')) void vscode.commands.executeCommand('workbench.action.files.openFolder');
   });
   return { status: 'refused', reason, message };
 }
 
 export function noWorkspace(ctx: ForgeContext, action: string): CommandResult | undefined {
   if (vscode.workspace.workspaceFolders?.length) return undefined;
-  return refused(ctx, 'no-workspace', `Forge needs a folder with a git repository to ${action}: open one first.`, 'Open Folder');
+  return refused(ctx, 'no-workspace', vscode.l10n.t('Forge needs a folder with a git repository to {0}: open one first.', action), vscode.l10n.t('Open Folder'));
 }
 
 /** The engine, started under a progress notification the first time. */
 export async function engineWithProgress(ctx: ForgeContext): Promise<ForgeEngine> {
   const existing = ctx.engine.peek();
   if (existing) return existing;
-  return vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Forge: starting' }, () => ctx.engine.get());
+  return vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: vscode.l10n.t('Forge: starting') }, () => ctx.engine.get());
 }
 
 export interface LoopRefArg {
@@ -80,7 +80,7 @@ export async function resolveLoop(
     candidates.map((summary) => ({
       summary,
       label: summary.loop.name,
-      description: `${summary.loop.status} · ${summary.loop.phase} · iteration ${summary.loop.iteration}`,
+      description: vscode.l10n.t('{0} · {1} · iteration {2}', summary.loop.status, summary.loop.phase, summary.loop.iteration),
     })),
     { placeHolder },
   );

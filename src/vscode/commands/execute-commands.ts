@@ -63,13 +63,13 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     const cached = catalogs.get(repoPath);
     if (cached && Date.now() - cached.at < CATALOG_TTL_MS) return cached.catalog;
     const catalog = Promise.resolve(
-      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Forge: asking opencode for its models…' }, () => engine.providers(repoPath)),
+      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: asking opencode for its models…') }, () => engine.providers(repoPath)),
     ).then(
       (c) => c,
       (error: unknown) => {
         catalogs.delete(repoPath);
         ctx.log.warn(`could not list opencode's models: ${errorMessage(error)}`);
-        void ctx.notifier.warn(`Forge could not list opencode's models (${errorMessage(error)}); pick the default or type a model in the settings.`);
+        void ctx.notifier.warn(vscode.l10n.t('Forge could not list opencode\'s models ({0}); pick the default or type a model in the settings.', errorMessage(error)));
         return undefined;
       },
     );
@@ -113,17 +113,17 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
   /** The goal's contract: two optional boxes after the goal text (Escape cancels; empty = no contract). */
   async function askGoalContract(): Promise<GoalCheckOptions | undefined> {
     const commands = await vscode.window.showInputBox({
-      title: 'Forge: Execute Goal — contract (optional)',
-      prompt: 'Commands Forge runs itself in the worktree before the goal may complete, separated by ";" (each must exit 0). Leave empty for none.',
-      placeHolder: 'e.g. npm test; node cli.js --version',
+      title: vscode.l10n.t('Forge: Execute Goal — contract (optional)'),
+      prompt: vscode.l10n.t('Commands Forge runs itself in the worktree before the goal may complete, separated by ";" (each must exit 0). Leave empty for none.'),
+      placeHolder: vscode.l10n.t('e.g. npm test; node cli.js --version'),
       ignoreFocusOut: true,
       validateInput: (v) => goalContractProblems(goalContractFromInput(v, '')) ?? undefined,
     });
     if (commands === undefined) return undefined;
     const files = await vscode.window.showInputBox({
-      title: 'Forge: Execute Goal — file assertions (optional)',
-      prompt: 'Files that must hold, separated by ";": PATH:TEXT (contains TEXT), PATH (exists), matches: PATH:/REGEX/. Paths are relative to the repository. Leave empty for none.',
-      placeHolder: 'e.g. README.md:## Usage',
+      title: vscode.l10n.t('Forge: Execute Goal — file assertions (optional)'),
+      prompt: vscode.l10n.t('Files that must hold, separated by ";": PATH:TEXT (contains TEXT), PATH (exists), matches: PATH:/REGEX/. Paths are relative to the repository. Leave empty for none.'),
+      placeHolder: vscode.l10n.t('e.g. README.md:## Usage'),
       ignoreFocusOut: true,
       validateInput: (v) => goalContractProblems(goalContractFromInput('', v)) ?? undefined,
     });
@@ -133,7 +133,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
 
   async function startLoop(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, choices: ExecutionChoices, input: { plan?: PlanInput; goal?: string; checks?: GoalCheckOptions; name?: string }): Promise<CommandResult> {
     const started = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Forge: starting the ${kind} loop…` },
+      { location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: starting the {0} loop…', kind) },
       () =>
         engine.runtime.start({
           kind,
@@ -155,8 +155,8 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, ${describeConfinement(started.confinement)})`);
     for (const notice of started.notices) {
       // Running unconfined is a warning, never a passing note.
-      if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(`Forge (${started.name}): ${notice}`);
-      else void ctx.notifier.info(`Forge (${started.name}): ${notice}`);
+      if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(vscode.l10n.t('Forge ({0}): {1}', started.name, notice));
+      else void ctx.notifier.info(vscode.l10n.t('Forge ({0}): {1}', started.name, notice));
     }
     ctx.loops.refresh();
 
@@ -167,25 +167,25 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
       try {
         opened = await ctx.worktreeFolders.open(ref, row.worktreeDir, ctx.settings.get()['forge.openWorktree'], { deferWhileDriving: true });
       } catch (error) {
-        ctx.notifier.error(`Forge could not open the worktree of ${started.name}`, error);
+        ctx.notifier.error(vscode.l10n.t('Forge could not open the worktree of {0}', started.name), error);
       }
     }
     const message =
       opened === 'deferred'
-        ? `Forge: loop "${started.name}" started in ${row?.worktreeDir}. Forge offers to add it to the workspace when the loop ends: adding a folder to this single-folder window would restart the extensions and stop the loop.`
-        : `Forge: loop "${started.name}" started.`;
-    const actions = opened === 'deferred' ? ['Open Dashboard', 'Open in New Window'] : ['Open Dashboard', 'Show Log'];
+        ? vscode.l10n.t('Forge: loop "{0}" started in {1}. Forge offers to add it to the workspace when the loop ends: adding a folder to this single-folder window would restart the extensions and stop the loop.', started.name, row?.worktreeDir ?? '')
+        : vscode.l10n.t('Forge: loop "{0}" started.', started.name);
+    const actions = opened === 'deferred' ? [vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Open in New Window')] : [vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Show Log')];
     void ctx.notifier.info(message, ...actions).then((choice) => {
-      if (choice === 'Open Dashboard') void ctx.dashboard.show({ loop: ref });
-      if (choice === 'Show Log') ctx.channel.show(true);
-      if (choice === 'Open in New Window' && row?.worktreeDir) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(row.worktreeDir), { forceNewWindow: true });
+      if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: ref });
+      if (choice === vscode.l10n.t('Show Log')) ctx.channel.show(true);
+      if (choice === vscode.l10n.t('Open in New Window') && row?.worktreeDir) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(row.worktreeDir), { forceNewWindow: true });
     });
     return { status: 'started', loop: ref, notices: started.notices };
   }
 
   async function openSession(repoPath: string, plan: PlanInput, model: string | null): Promise<CommandResult> {
     if (plan.text.length > MAX_SESSION_PROMPT) {
-      return refused(ctx, 'no-plan', `The plan from ${plan.source} is too long to hand to an opencode session as its prompt (over ${MAX_SESSION_PROMPT / 1000} kB). Run it as a loop instead.`);
+      return refused(ctx, 'no-plan', vscode.l10n.t('The plan from {0} is too long to hand to an opencode session as its prompt (over {1} kB). Run it as a loop instead.', plan.source, MAX_SESSION_PROMPT / 1000));
     }
     const core = await ctx.loadCore();
     const binary = core.resolveOpencodeBinary({ configuredPath: ctx.settings.get()['forge.opencode.binaryPath'] || undefined });
@@ -199,7 +199,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     });
     terminal.show();
     ctx.log.info(`opened an opencode session on ${plan.source} in ${repoPath}`);
-    return { status: 'done', detail: 'session' };
+    return { status: 'done', detail: vscode.l10n.t('session') };
   }
 
   /**
@@ -231,10 +231,10 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     }
   }
 
-  registerForgeCommand(ctx, 'forge.executePlan', 'Execute Plan', async (arg) => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a plan');
+  registerForgeCommand(ctx, 'forge.executePlan', vscode.l10n.t('Execute Plan'), async (arg) => {
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('execute a plan'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
-    const missing = noWorkspace(ctx, 'execute a plan');
+    const missing = noWorkspace(ctx, vscode.l10n.t('execute a plan'));
     if (missing) return missing;
     const noOpencode = await refuseWithoutOpencode();
     if (noOpencode) return noOpencode;
@@ -243,9 +243,9 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     if (!plan) {
       return interactive
         ? { status: 'cancelled' }
-        : refused(ctx, 'no-plan', 'Forge: Execute Plan needs a plan: open a markdown plan in the editor, or pass planText / planFile.');
+        : refused(ctx, 'no-plan', vscode.l10n.t('Forge: Execute Plan needs a plan: open a markdown plan in the editor, or pass planText / planFile.'));
     }
-    if (plan.text.trim() === '') return refused(ctx, 'no-plan', `${plan.source} is empty: write the plan first.`);
+    if (plan.text.trim() === '') return refused(ctx, 'no-plan', vscode.l10n.t('{0} is empty: write the plan first.', plan.source));
     // The validation of `forge check` and the plan's diagnostics: errors refuse, warnings are shown.
     const validationRoot = (plan.uri && vscode.workspace.getWorkspaceFolder(plan.uri)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const problems = validatePlan(plan.text, {
@@ -270,7 +270,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     }
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine, plan.uri);
-    if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
+    if (!folder) return refused(ctx, 'no-repository', vscode.l10n.t('Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.'));
     const choices = await choose(engine, 'plan', folder.uri.fsPath, args, interactive, planSize(plan.text));
     if (!choices) return { status: 'cancelled' };
     if (choices.mode === 'session') {
@@ -280,10 +280,10 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     return startLoop(engine, 'plan', folder.uri.fsPath, choices, { plan, ...(args.name ? { name: args.name } : {}) });
   });
 
-  registerForgeCommand(ctx, 'forge.executeGoal', 'Execute Goal', async (arg) => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'execute a goal');
+  registerForgeCommand(ctx, 'forge.executeGoal', vscode.l10n.t('Execute Goal'), async (arg) => {
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('execute a goal'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
-    const missing = noWorkspace(ctx, 'execute a goal');
+    const missing = noWorkspace(ctx, vscode.l10n.t('execute a goal'));
     if (missing) return missing;
     const noOpencode = await refuseWithoutOpencode();
     if (noOpencode) return noOpencode;
@@ -292,22 +292,22 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
       args.goal ??
       (interactive
         ? await vscode.window.showInputBox({
-            title: 'Forge: Execute Goal',
-            prompt: 'What should the agents achieve? Forge codes and audits until an audit leaves no open finding.',
-            placeHolder: 'e.g. Make `npm test` pass without skipping tests',
+            title: vscode.l10n.t('Forge: Execute Goal'),
+            prompt: vscode.l10n.t('What should the agents achieve? Forge codes and audits until an audit leaves no open finding.'),
+            placeHolder: vscode.l10n.t('e.g. Make `npm test` pass without skipping tests'),
             ignoreFocusOut: true,
-            validateInput: (v) => (v.trim() === '' ? 'Say what the agent should achieve.' : undefined),
+            validateInput: (v) => (v.trim() === '' ? vscode.l10n.t('Say what the agent should achieve.') : undefined),
           })
         : undefined);
-    if (goal === undefined) return interactive ? { status: 'cancelled' } : refused(ctx, 'no-plan', 'Forge: Execute Goal needs a goal (pass { goal }).');
+    if (goal === undefined) return interactive ? { status: 'cancelled' } : refused(ctx, 'no-plan', vscode.l10n.t('Forge: Execute Goal needs a goal (pass { goal }).'));
     const checks = args.checks ?? (interactive ? await askGoalContract() : {});
     if (checks === undefined) return { status: 'cancelled' };
     // The runtime refuses the same; saying it here keeps the start from half-happening.
     const problems = goalContractProblems(checks);
-    if (problems) return refused(ctx, 'bad-checks', `Forge: ${problems}`);
+    if (problems) return refused(ctx, 'bad-checks', vscode.l10n.t('Forge: {0}', problems));
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine);
-    if (!folder) return refused(ctx, 'no-repository', 'Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.');
+    if (!folder) return refused(ctx, 'no-repository', vscode.l10n.t('Forge runs loops from your own repository folder, and only loop worktrees are open: open the repository folder.'));
     const choices = await choose(engine, 'goal', folder.uri.fsPath, { ...args, mode: 'loop' }, interactive, { kind: 'goal', chars: goal.length, sections: 0 });
     if (!choices) return { status: 'cancelled' };
     return startLoop(engine, 'goal', folder.uri.fsPath, choices, { goal, checks, ...(args.name ? { name: args.name } : {}) });

@@ -13,106 +13,106 @@ const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status 
 const isCancellable = (s: LoopSummary) => isLive(s) || s.loop.status === 'paused';
 
 export function registerLoopCommands(ctx: ForgeContext): void {
-  const noLoop = (what: string): CommandResult => refused(ctx, 'no-loop', `Forge: no loop to ${what}.`);
+  const noLoop = (what: string): CommandResult => refused(ctx, 'no-loop', vscode.l10n.t('Forge: no loop to {0}.', what));
 
-  registerForgeCommand(ctx, 'forge.cancelLoop', 'Cancel Loop', async (arg) => {
-    const missing = noWorkspace(ctx, 'cancel a loop');
+  registerForgeCommand(ctx, 'forge.cancelLoop', vscode.l10n.t('Cancel Loop'), async (arg) => {
+    const missing = noWorkspace(ctx, vscode.l10n.t('cancel a loop'));
     if (missing) return missing;
     await engineWithProgress(ctx);
-    const summary = await resolveLoop(ctx, arg, isCancellable, 'Which loop should Forge cancel?');
-    if (summary === 'none') return noLoop('cancel (none is running)');
+    const summary = await resolveLoop(ctx, arg, isCancellable, vscode.l10n.t('Which loop should Forge cancel?'));
+    if (summary === 'none') return noLoop(vscode.l10n.t('cancel (none is running)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     await engine.runtime.cancel(summary.loop);
     ctx.loops.refresh();
-    void ctx.notifier.info(`Forge: loop "${summary.loop.name}" cancelled.`);
+    void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" cancelled.', summary.loop.name));
     return { status: 'done' };
   });
 
   const restart = (force: boolean) => async (arg: unknown): Promise<CommandResult> => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, force ? 'force-restart a loop' : 'restart a loop');
+    const untrusted = refuseIfUntrusted(ctx.notifier, force ? vscode.l10n.t('force-restart a loop') : vscode.l10n.t('restart a loop'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
-    const missing = noWorkspace(ctx, 'restart a loop');
+    const missing = noWorkspace(ctx, vscode.l10n.t('restart a loop'));
     if (missing) return missing;
     await engineWithProgress(ctx);
     const summary = await resolveLoop(
       ctx,
       arg,
       (s) => (force ? isLive(s) : !isLive(s) && s.loop.status !== 'completed'),
-      force ? 'Which running loop should Forge take over and restart?' : 'Which loop should Forge restart?',
+      force ? vscode.l10n.t('Which running loop should Forge take over and restart?') : vscode.l10n.t('Which loop should Forge restart?'),
     );
-    if (summary === 'none') return noLoop(force ? 'force-restart (none is running)' : 'restart (only cancelled, errored or stalled loops can restart)');
+    if (summary === 'none') return noLoop(force ? vscode.l10n.t('force-restart (none is running)') : vscode.l10n.t('restart (only cancelled, errored or stalled loops can restart)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     // Restart Loop walks the model, auditor, variant and budget steps, the loop's current choice first.
     const options = force ? {} : await askRestartOptions(ctx, engine, summary.loop, arg);
     if (!options) return { status: 'cancelled' };
-    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Forge: restarting ${summary.loop.name}…` }, () =>
+    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: restarting {0}…', summary.loop.name) }, () =>
       engine.runtime.restart(summary.loop, { ...options, force }),
     );
     ctx.loops.refresh();
-    void ctx.notifier.info(`Forge: loop "${summary.loop.name}" restarted.`);
+    void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" restarted.', summary.loop.name));
     return { status: 'done' };
   };
-  registerForgeCommand(ctx, 'forge.restartLoop', 'Restart Loop', restart(false));
-  registerForgeCommand(ctx, 'forge.forceRestartLoop', 'Force Restart Loop', restart(true));
+  registerForgeCommand(ctx, 'forge.restartLoop', vscode.l10n.t('Restart Loop'), restart(false));
+  registerForgeCommand(ctx, 'forge.forceRestartLoop', vscode.l10n.t('Force Restart Loop'), restart(true));
 
-  registerForgeCommand(ctx, 'forge.openDashboard', 'Open Dashboard', async (arg) => {
+  registerForgeCommand(ctx, 'forge.openDashboard', vscode.l10n.t('Open Dashboard'), async (arg) => {
     const ref = loopRefFrom(arg);
     await ctx.dashboard.show(ref ? { loop: ref } : {});
     return { status: 'done' };
   });
 
-  registerForgeCommand(ctx, 'forge.openWorktree', 'Open Worktree', async (arg) => {
-    const missing = noWorkspace(ctx, 'open a loop worktree');
+  registerForgeCommand(ctx, 'forge.openWorktree', vscode.l10n.t('Open Worktree'), async (arg) => {
+    const missing = noWorkspace(ctx, vscode.l10n.t('open a loop worktree'));
     if (missing) return missing;
     await engineWithProgress(ctx);
-    const summary = await resolveLoop(ctx, arg, (s) => s.loop.worktreeDir !== null && existsSync(s.loop.worktreeDir), 'Which loop\'s worktree should Forge open?');
-    if (summary === 'none') return noLoop('open (no loop has a worktree)');
+    const summary = await resolveLoop(ctx, arg, (s) => s.loop.worktreeDir !== null && existsSync(s.loop.worktreeDir), vscode.l10n.t('Which loop\'s worktree should Forge open?'));
+    if (summary === 'none') return noLoop(vscode.l10n.t('open (no loop has a worktree)'));
     if (!summary) return { status: 'cancelled' };
     const dir = summary.loop.worktreeDir;
-    if (!dir || !existsSync(dir)) return refused(ctx, 'no-loop', `The worktree of loop "${summary.loop.name}" is gone (it was cleaned up); its branch ${summary.loop.branch ?? ''} is kept.`);
+    if (!dir || !existsSync(dir)) return refused(ctx, 'no-loop', vscode.l10n.t('The worktree of loop "{0}" is gone (it was cleaned up); its branch {1} is kept.', summary.loop.name, summary.loop.branch ?? ''));
     let mode = ctx.settings.get()['forge.openWorktree'];
     if (mode === 'never') mode = 'add-folder';
     const driven = ctx.worktreeFolders.drivenHere();
     if (mode === 'add-folder' && addingFolderRestartsExtensions() && driven > 0 && !vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === dir)) {
       const choice = await vscode.window.showWarningMessage(
-        `Adding the worktree turns this window into a multi-root workspace, which restarts the extensions: the ${driven} loop${driven === 1 ? '' : 's'} this window drives would stop (restart them afterwards).`,
+        vscode.l10n.t('Adding the worktree turns this window into a multi-root workspace, which restarts the extensions: the {0} loop{1} this window drives would stop (restart them afterwards).', driven, driven === 1 ? '' : 's'),
         { modal: true },
-        'Open in New Window',
-        'Add Anyway',
+        vscode.l10n.t('Open in New Window'),
+        vscode.l10n.t('Add Anyway'),
       );
       if (!choice) return { status: 'cancelled' };
-      if (choice === 'Open in New Window') mode = 'new-window';
+      if (choice === vscode.l10n.t('Open in New Window')) mode = 'new-window';
     }
     const done = await ctx.worktreeFolders.open(summary.loop, dir, mode);
     if (done !== 'new-window') await vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(dir));
     return { status: 'done', detail: done };
   });
 
-  registerForgeCommand(ctx, 'forge.showLoopDiff', 'Show Loop Diff', async (arg) => {
-    const missing = noWorkspace(ctx, 'compare a loop with its base');
+  registerForgeCommand(ctx, 'forge.showLoopDiff', vscode.l10n.t('Show Loop Diff'), async (arg) => {
+    const missing = noWorkspace(ctx, vscode.l10n.t('compare a loop with its base'));
     if (missing) return missing;
     await engineWithProgress(ctx);
-    const summary = await resolveLoop(ctx, arg, (s) => s.loop.branch !== null, 'Which loop\'s changes should Forge show?');
-    if (summary === 'none') return noLoop('compare (no loop has a branch yet)');
+    const summary = await resolveLoop(ctx, arg, (s) => s.loop.branch !== null, vscode.l10n.t('Which loop\'s changes should Forge show?'));
+    if (summary === 'none') return noLoop(vscode.l10n.t('compare (no loop has a branch yet)'));
     if (!summary) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     const row = engine.repos.loops.get(summary.loop.projectId, summary.loop.name);
-    if (!row) return noLoop('compare');
+    if (!row) return noLoop(vscode.l10n.t('compare'));
     const files = await showLoopDiff(engine, row);
-    if (files === 0) void ctx.notifier.info(`Forge: loop "${row.name}" has not changed anything yet.`);
+    if (files === 0) void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" has not changed anything yet.', row.name));
     return { status: 'done', detail: files };
   });
 
-  registerForgeCommand(ctx, 'forge.refreshLoops', 'Refresh Loop Explorer', async () => {
+  registerForgeCommand(ctx, 'forge.refreshLoops', vscode.l10n.t('Refresh Loop Explorer'), async () => {
     if (!vscode.workspace.workspaceFolders?.length) return { status: 'done' };
     await ctx.loops.start();
     await ctx.loops.refreshNow();
     return { status: 'done' };
   });
 
-  registerForgeCommand(ctx, 'forge.showLog', 'Show Log', async () => {
+  registerForgeCommand(ctx, 'forge.showLog', vscode.l10n.t('Show Log'), async () => {
     ctx.channel.show(true);
     return { status: 'done' };
   });

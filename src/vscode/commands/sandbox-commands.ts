@@ -4,7 +4,7 @@ import { refuseIfUntrusted } from '../trust';
 import { engineWithProgress, refused, registerForgeCommand } from './command-support';
 
 export function registerSandboxCommands(ctx: ForgeContext): void {
-  registerForgeCommand(ctx, 'forge.toggleSandbox', 'Toggle Sandbox', async () => {
+  registerForgeCommand(ctx, 'forge.toggleSandbox', vscode.l10n.t('Toggle Sandbox'), async () => {
     await ctx.settings.load();
     const enabled = ctx.settings.get()['forge.sandbox.enabled'];
     if (!enabled) {
@@ -12,7 +12,7 @@ export function registerSandboxCommands(ctx: ForgeContext): void {
       const engine = await engineWithProgress(ctx);
       const availability = await ctx.statusBar.probe(engine);
       if (!availability.available) {
-        return refused(ctx, 'unavailable', `Forge cannot sandbox loops on this machine: ${availability.reason ?? 'no sandbox driver is available'}.`);
+        return refused(ctx, 'unavailable', vscode.l10n.t('Forge cannot sandbox loops on this machine: {0}.', availability.reason ?? vscode.l10n.t('no sandbox driver is available')));
       }
     }
     await ctx.settings.update('forge.sandbox.enabled', !enabled);
@@ -21,14 +21,14 @@ export function registerSandboxCommands(ctx: ForgeContext): void {
     return { status: 'done', detail: !enabled };
   });
 
-  registerForgeCommand(ctx, 'forge.buildSandboxImage', 'Build Sandbox Image', async () => {
-    const untrusted = refuseIfUntrusted(ctx.notifier, 'build the sandbox image');
+  registerForgeCommand(ctx, 'forge.buildSandboxImage', vscode.l10n.t('Build Sandbox Image'), async () => {
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('build the sandbox image'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const engine = await engineWithProgress(ctx);
     const tag = ctx.settings.get()['forge.sandbox.image'];
     const log = ctx.log.child('sandbox-image');
     const outcome = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Forge: building the sandbox image ${tag}`, cancellable: true },
+      { location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: building the sandbox image {0}', tag), cancellable: true },
       async (progress, token) => {
         const abort = new AbortController();
         const sub = token.onCancellationRequested(() => abort.abort());
@@ -48,10 +48,10 @@ export function registerSandboxCommands(ctx: ForgeContext): void {
       },
     );
     if (outcome === 'cancelled') {
-      void ctx.notifier.info('Forge: building the sandbox image was cancelled.');
+      void ctx.notifier.info(vscode.l10n.t('Forge: building the sandbox image was cancelled.'));
       return { status: 'cancelled' };
     }
-    void ctx.notifier.info(`Forge: sandbox image ${tag} built.`);
+    void ctx.notifier.info(vscode.l10n.t('Forge: sandbox image {0} built.', tag));
     return { status: 'done' };
   });
 }

@@ -76,7 +76,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     if (this.panel) {
       this.panel.reveal(undefined, false);
     } else {
-      const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, 'Forge Dashboard', vscode.ViewColumn.Active, this.webviewOptions());
+      const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, vscode.l10n.t('Forge Dashboard'), vscode.ViewColumn.Active, this.webviewOptions());
       this.adopt(panel);
     }
     await this.update(true);
@@ -91,7 +91,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     try {
       await this.deps.model.start();
     } catch (error) {
-      this.deps.onError('Forge could not restore its dashboard', error);
+      this.deps.onError(vscode.l10n.t('Forge could not restore its dashboard'), error);
       return;
     }
     // Not awaited: VS Code loads a restored webview only once this method has returned, and a
@@ -111,12 +111,12 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
 
   /** Asks the webview what it rendered (for tests): resolves with the webview's own account. */
   async probe(timeoutMs = 15_000): Promise<RenderProbe> {
-    if (!this.panel) throw new Error('The dashboard is not open.');
+    if (!this.panel) throw new Error(vscode.l10n.t('The dashboard is not open.'));
     const requestId = this.nextProbe++;
     const result = new Promise<RenderProbe>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.probes.delete(requestId);
-        reject(new Error('The dashboard webview did not answer the probe.'));
+        reject(new Error(vscode.l10n.t('The dashboard webview did not answer the probe.')));
       }, timeoutMs);
       this.probes.set(requestId, (probe) => {
         clearTimeout(timer);
@@ -173,10 +173,10 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
         focusFindingId: this.focusFindingId,
         isSupervising: (ref) => engine.runtime.isSupervising(ref),
         emptyMessage: !vscode.workspace.workspaceFolders?.length
-          ? 'Open a folder with a git repository to run Forge loops.'
+          ? vscode.l10n.t('Open a folder with a git repository to run Forge loops.')
           : projects.length === 0
-            ? 'None of the workspace folders is a git repository with a commit: Forge runs loops in git worktrees.'
-            : 'No loops yet. Run "Forge: Execute Plan" on a markdown plan.',
+            ? vscode.l10n.t('None of the workspace folders is a git repository with a commit: Forge runs loops in git worktrees.')
+            : vscode.l10n.t('No loops yet. Run "Forge: Execute Plan" on a markdown plan.'),
       });
       this.selected = state.selected;
       this.lastState = state;
@@ -184,7 +184,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
       // A reloaded webview (force) lost what it kept: it gets the live view's snapshot again.
       await this.live.select(state.selected, force);
     } catch (error) {
-      this.deps.onError('Forge could not update its dashboard', error);
+      this.deps.onError(vscode.l10n.t('Forge could not update its dashboard'), error);
     }
   }
 
@@ -231,16 +231,16 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
           return;
       }
     } catch (error) {
-      this.deps.onError('The dashboard action failed', error);
+      this.deps.onError(vscode.l10n.t('The dashboard action failed'), error);
     }
   }
 
   private async openFile(loop: LoopKey, file: string, line: number): Promise<void> {
     const engine = await this.deps.engine();
     const row = engine.repos.loops.get(loop.projectId, loop.name);
-    if (!row?.worktreeDir) throw new Error(`Loop "${loop.name}" has no worktree to open ${file} in.`);
+    if (!row?.worktreeDir) throw new Error(vscode.l10n.t('Loop "{0}" has no worktree to open {1} in.', loop.name, file));
     const target = path.join(row.worktreeDir, file);
-    if (!target.startsWith(row.worktreeDir)) throw new Error(`${file} is outside the loop's worktree.`);
+    if (!target.startsWith(row.worktreeDir)) throw new Error(vscode.l10n.t('{0} is outside the loop\'s worktree.', file));
     const position = new vscode.Position(Math.max(0, line - 1), 0);
     await vscode.window.showTextDocument(vscode.Uri.file(target), { selection: new vscode.Range(position, position), viewColumn: vscode.ViewColumn.Beside });
   }

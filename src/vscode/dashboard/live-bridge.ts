@@ -4,7 +4,7 @@
  * never one message per token), with a snapshot when the selection changes or the webview asks
  * for a session's parts.
  */
-import type * as vscode from 'vscode';
+import * as vscode from 'vscode';
 import type { ForgeEngine } from '../engine-contract';
 import type { HostToWebview, LiveSessionView, LiveSnapshot, LoopKey } from './protocol';
 
@@ -57,7 +57,7 @@ export class LiveViewBridge implements vscode.Disposable {
         updates: batch.updates,
         ...(batch.sessionsChanged ? { sessions: this.sessions(engine, loop) } : {}),
         sentAt: Date.now(),
-      }).catch((error: unknown) => this.onError('Forge could not update its live view', error));
+      }).catch((error: unknown) => this.onError(vscode.l10n.t('Forge could not update its live view'), error));
     }, LIVE_BATCH_MS);
   }
 

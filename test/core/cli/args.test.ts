@@ -86,10 +86,10 @@ describe('forge CLI arguments', () => {
   it('restart takes other models, a variant and a new budget', () => {
     const c = parseCli(['restart', 'l1', '--model', 'p/m2', '--auditor-model', 'p/a2', '--variant', 'max', '--budget', '7.50', '--budget-tokens', '3000000'], '/c');
     assert.deepEqual(c, {
-      command: 'restart', name: 'l1', force: false, model: 'p/m2', auditorModel: 'p/a2', variant: 'max', budget: { money: 7.5, tokens: 3_000_000 }, repo: '/c', dataDir: null, json: false,
+      command: 'restart', name: 'l1', force: false, follow: false, model: 'p/m2', auditorModel: 'p/a2', variant: 'max', budget: { money: 7.5, tokens: 3_000_000 }, repo: '/c', dataDir: null, json: false,
     });
     const plain = parseCli(['restart', 'l1'], '/c');
-    assert.deepEqual(plain, { command: 'restart', name: 'l1', force: false, model: null, auditorModel: null, variant: null, budget: null, repo: '/c', dataDir: null, json: false });
+    assert.deepEqual(plain, { command: 'restart', name: 'l1', force: false, follow: false, model: null, auditorModel: null, variant: null, budget: null, repo: '/c', dataDir: null, json: false });
     usage(['restart', 'l1', '--model', 'nomodel'], /--model must be "provider\/model"/);
   });
 

@@ -11,16 +11,22 @@ import {
   settingDescriptors,
   type SettingKey,
 } from '../../../src/core/config/settings';
+import { settingDescriptionNlsKey } from '../../../src/core/config/manifest-nls';
 
 const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+const nls: Record<string, string> = JSON.parse(readFileSync(new URL('../../../package.nls.json', import.meta.url), 'utf8'));
 const declared: Record<string, any> = manifest.contributes.configuration.properties;
 
 describe('settings schema', () => {
   it('the manifest declares exactly the schema keys, with the same defaults and descriptions', () => {
     assert.deepEqual(Object.keys(declared).sort(), settingDescriptors.map((d) => d.key).sort());
     for (const d of settingDescriptors) {
-      const { order: _order, ...entry } = declared[d.key];
-      assert.deepEqual(entry, manifestSchemaFor(d.key), `manifest entry of ${d.key} is stale: run npm run sync-manifest`);
+      const { order: _order, description, ...entry } = declared[d.key];
+      const { description: expectedDescription, ...expected } = manifestSchemaFor(d.key);
+      assert.deepEqual(entry, expected, `manifest entry of ${d.key} is stale: run npm run sync-manifest`);
+      // The manifest names the description; package.nls.json holds its English text.
+      assert.equal(description, `%${settingDescriptionNlsKey(d.key)}%`, `manifest description of ${d.key} is stale: run npm run sync-manifest`);
+      assert.equal(nls[settingDescriptionNlsKey(d.key)], expectedDescription, `package.nls.json description of ${d.key} is stale: run npm run sync-manifest`);
       assert.ok(d.description.length > 20, `${d.key} needs a real description`);
     }
   });

@@ -55,7 +55,10 @@ describe('Forge activation', () => {
     const registered = new Set(await vscode.commands.getCommands(true));
     const missing = contributed.filter((c) => !registered.has(c));
     assert.deepEqual(missing, [], `contributed but not registered: ${missing.join(', ')}`);
-    for (const c of manifest.contributes.commands) assert.equal(c.category, 'Forge', `${c.command} has no "Forge" category`);
+    // Titles and categories are %keys% of package.nls.json (localisation).
+    const nls = JSON.parse(readFileSync(join(harnessInfo().extensionPath, 'package.nls.json'), 'utf8')) as Record<string, string>;
+    const text = (value: string | undefined) => (value && /^%.+%$/.test(value) ? nls[value.slice(1, -1)] : value);
+    for (const c of manifest.contributes.commands) assert.equal(text(c.category), 'Forge', `${c.command} has no "Forge" category`);
   });
 
   it('lists every registered forge.* command in the manifest', async () => {

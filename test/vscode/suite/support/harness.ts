@@ -121,3 +121,20 @@ export async function requestSecondWindow<T = Record<string, unknown>>(what: 'op
   if (!response.ok) throw new Error(`The harness's second window could not do "${what}": ${reply.error ?? response.statusText}`);
   return reply;
 }
+
+/**
+ * The text (innerText) of every element of the workbench page matching `selector` (default:
+ * the whole page), for what the extension host's API cannot read, such as a chat answer.
+ */
+export async function requestPageText(selector?: string): Promise<string[]> {
+  const { controlUrl } = harnessInfo();
+  if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it cannot read the workbench page.');
+  const response = await fetch(`${controlUrl}/page-text`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ selector }),
+  });
+  const body = (await response.json()) as { texts?: string[]; error?: string };
+  if (!response.ok || !body.texts) throw new Error(`The harness could not read the page text: ${body.error ?? response.statusText}`);
+  return body.texts;
+}
