@@ -41,6 +41,7 @@ function markedProcessIds(variable: string, marker: string): number[] {
   if (!existsSync('/proc/self/environ')) return [];
   const needle = Buffer.from(`${variable}=${marker}\0`);
   const afterNul = Buffer.concat([Buffer.from([0]), needle]);
+  const asArguments = Buffer.from(`\0--setenv\0${variable}\0${marker}\0`);
   let entries: string[];
   try {
     entries = readdirSync('/proc');
@@ -57,7 +58,17 @@ function markedProcessIds(variable: string, marker: string): number[] {
       continue; // gone, or not ours to read
     }
     // The marker is a whole variable: the first one, or one after a NUL (never the tail of another name).
-    if (environ.subarray(0, needle.length).equals(needle) || environ.includes(afterNul)) found.push(Number(entry));
+    if (environ.subarray(0, needle.length).equals(needle) || environ.includes(afterNul)) {
+      found.push(Number(entry));
+      continue;
+    }
+    // bwrap starts with an empty environment and carries the marker as `--setenv VARIABLE MARKER`
+    // in its arguments (bwrap-args.ts), which its forked sandbox process keeps too.
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`).includes(asArguments)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
   }
   return found;
 }

@@ -187,10 +187,13 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
   });
   // bwrap's own processes (the sandbox's pid 1 among them, visible in its /proc) keep the
   // environment they are started with; --clearenv reaches only the command. The shim runs with
-  // opencode's environment (its password, Forge's tool secret), so bwrap starts from none.
-  // Only the process markers pass (random handles, no secret): a forge_shell job or a stalled
-  // shell call is killed through bwrap's processes, and the sandbox's pid namespace dies with them.
-  const markers = [JOB_MARKER_VARIABLE, WATCHDOG_MARKER_VARIABLE].map((v) => ` \${${v}:+"${v}=\$${v}"}`).join('');
-  lines.push(`exec /usr/bin/env -i${markers} ${q(plan.bwrapPath)}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
+  // opencode's environment (its password, Forge's tool secret), so bwrap starts from none:
+  // `exec -c` clears it without starting /usr/bin/env first (one program start less per command).
+  // The process markers (random handles, no secret) ride in bwrap's arguments instead, as
+  // `--setenv` options that --clearenv later drops for the command: a forge_shell job or a stalled
+  // shell call is found (marked-processes.ts reads them from /proc/PID/cmdline) and killed through
+  // bwrap's processes, and the sandbox's pid namespace dies with them.
+  const markers = [JOB_MARKER_VARIABLE, WATCHDOG_MARKER_VARIABLE].map((v) => ` \${${v}:+--setenv ${v} "\$${v}"}`).join('');
+  lines.push(`exec -c ${q(plan.bwrapPath)}${markers}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
   return lines.join('\n');
 }

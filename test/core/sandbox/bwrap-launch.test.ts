@@ -75,13 +75,13 @@ describe('bwrap launcher text', () => {
     const lines = text.split('\n');
     assert.match(lines[0]!, /^if \[ ! -f \/state\/forge-demo\.json \]; then .*never runs on the host.*exit 125; fi$/);
     assert.ok(lines.includes(`[ -r /etc/passwd ] && exec ${BWRAP_ETC_FIRST_FD}</etc/passwd || exec ${BWRAP_ETC_FIRST_FD}</dev/null`));
-    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/env -i \$\{FORGE_JOB_MARK:\+"FORGE_JOB_MARK=\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+"FORGE_WATCHDOG_MARK=\$FORGE_WATCHDOG_MARK"\} \/usr\/bin\/bwrap --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
+    assert.match(lines.at(-1)!, /^exec -c \/usr\/bin\/bwrap \$\{FORGE_JOB_MARK:\+--setenv FORGE_JOB_MARK "\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+--setenv FORGE_WATCHDOG_MARK "\$FORGE_WATCHDOG_MARK"\} --ro-bind .* --chdir "\$FORGE_CWD" -- bash -c "\$FORGE_COMMAND"$/);
     assert.ok(!text.includes('--block-fd'), 'no cgroup, nothing to wait for');
   });
 
   it('overlapped join: makes the sandbox wait for the join of its first process (never bwrap itself)', () => {
     const text = renderBwrapLaunch({ ...plan, procsFiles: ['/cg/memory/forge/x/cgroup.procs', '/cg/pids/forge/x/cgroup.procs'], joinStrategy: 'overlapped' });
-    assert.match(text.split('\n').at(-1)!, /^exec \/usr\/bin\/env -i \$\{FORGE_JOB_MARK:\+"FORGE_JOB_MARK=\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+"FORGE_WATCHDOG_MARK=\$FORGE_WATCHDOG_MARK"\} \/usr\/bin\/bwrap --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
+    assert.match(text.split('\n').at(-1)!, /^exec -c \/usr\/bin\/bwrap \$\{FORGE_JOB_MARK:\+--setenv FORGE_JOB_MARK "\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+--setenv FORGE_WATCHDOG_MARK "\$FORGE_WATCHDOG_MARK"\} --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
     assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(!/echo "\$forge_bwrap" >/.test(text));
   });
@@ -92,7 +92,7 @@ describe('bwrap launcher text', () => {
     const join = lines.findIndex((l) => l.includes('echo $$ > /cg/memory/forge/x/cgroup.procs && echo $$ > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(join > 0, text);
     assert.match(lines[join]!, /then echo "forge: cannot join the sandbox cgroup \(sandbox forge-demo stopped\?\); the command was not run" >&2; exit 125; fi$/);
-    assert.match(lines.at(-1)!, /^exec \/usr\/bin\/env -i \$\{FORGE_JOB_MARK:\+"FORGE_JOB_MARK=\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+"FORGE_WATCHDOG_MARK=\$FORGE_WATCHDOG_MARK"\} \/usr\/bin\/bwrap --ro-bind /);
+    assert.match(lines.at(-1)!, /^exec -c \/usr\/bin\/bwrap \$\{FORGE_JOB_MARK:\+--setenv FORGE_JOB_MARK "\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+--setenv FORGE_WATCHDOG_MARK "\$FORGE_WATCHDOG_MARK"\} --ro-bind /);
     for (const forbidden of ['--info-fd', '--block-fd', '<(', '} &']) assert.ok(!text.includes(forbidden), forbidden);
   });
 });
