@@ -57,13 +57,16 @@ const line = (label, value, target) => {
   if (!values.json) process.stdout.write(`${label.padEnd(64)} ${fmt(value).padStart(12)}${target ? `   (target < ${target} ms: ${value < target ? 'met' : 'MISSED'})` : ''}\n`);
 };
 
-const work = mkdtempSync(join(tmpdir(), 'forge-bench-ui-'));
+// Under the checkout's ignored .cache/, not /tmp: the workbench must be able to serve the copy's
+// webview files (the live view's run saw the dashboard answer "Not found" from a /tmp copy).
+mkdirSync(join(root, '.cache', 'bench-tmp'), { recursive: true });
+const work = mkdtempSync(join(root, '.cache', 'bench-tmp', 'ui-'));
 
 /** The production build in a temporary copy of the extension (what a VSIX carries). */
 function productionExtension() {
   const extensionDevelopmentPath = join(work, 'extension');
   mkdirSync(extensionDevelopmentPath, { recursive: true });
-  for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
+  for (const entry of ['package.json', 'package.nls.json', 'l10n', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
   const build = spawnSync(process.execPath, [join(root, 'esbuild.mjs'), '--production', '--outdir', join(extensionDevelopmentPath, 'dist')], { cwd: root, encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`node esbuild.mjs --production failed (exit ${build.status ?? build.signal}):\n${build.stderr}`);
   return extensionDevelopmentPath;
@@ -203,7 +206,7 @@ try {
     // The production build, as the VSIX carries it, in a temporary copy of the extension.
     const extensionDevelopmentPath = join(work, 'extension');
     mkdirSync(extensionDevelopmentPath, { recursive: true });
-    for (const entry of ['package.json', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
+    for (const entry of ['package.json', 'package.nls.json', 'l10n', 'media', 'container']) cpSync(join(root, entry), join(extensionDevelopmentPath, entry), { recursive: true });
     const build = spawnSync(process.execPath, [join(root, 'esbuild.mjs'), '--production', '--outdir', join(extensionDevelopmentPath, 'dist')], { cwd: root, encoding: 'utf8' });
     if (build.status !== 0) throw new Error(`node esbuild.mjs --production failed (exit ${build.status ?? build.signal}):\n${build.stderr}`);
     const size = (file) => statSync(join(extensionDevelopmentPath, 'dist', file)).size;

@@ -12,7 +12,7 @@
 // VSIX's size and file list.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -23,9 +23,15 @@ const README_END = '<!-- vsix-contents:end -->';
 /** Files of the extension (paths inside `extension/`) Forge loads at run time. */
 export function requiredRuntimeFiles() {
   const agents = readdirSync(join(root, 'src/core/opencode/agents')).filter((f) => f.endsWith('.md'));
-  const media = readdirSync(join(root, 'media'));
+  // Every file under media/ (the walkthrough's pages are in a folder of their own), plus the
+  // manifest's translations: package.nls.json and the l10n bundle.
+  const media = readdirSync(join(root, 'media'), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(join(root, 'media'), join(e.parentPath ?? e.path, e.name)).split(sep).join('/'));
   return [
     'package.json',
+    'package.nls.json',
+    'l10n/bundle.l10n.json',
     'dist/extension.cjs',
     'dist/core.cjs',
     'dist/webview.js',

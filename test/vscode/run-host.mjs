@@ -165,8 +165,6 @@ export async function runVsCodeTests(options = {}) {
           say,
         })
       : null;
-    const extensionId = installed ? installed.extensionId : extensionIdOf(extensionPath);
-    const underTestPath = installed ? installed.extensionPath : extensionPath;
     let workspaceFolder;
     if (options.workspaceFolder) {
       workspaceFolder = realpathSync(options.workspaceFolder);
@@ -182,6 +180,9 @@ export async function runVsCodeTests(options = {}) {
       extensionPath = realpathSync(setup.extensionDevelopmentPath);
       checkPrerequisites(extensionPath, testsPath);
     }
+    // After the setup: it may have chosen another build.
+    const extensionId = installed ? installed.extensionId : extensionIdOf(extensionPath);
+    const underTestPath = installed ? installed.extensionPath : extensionPath;
     const workspaceFile = runConfig.multiRoot ? writeWorkspaceFile(runDir, workspaceFolder) : null;
     const extraEnv = {
       ...runConfig.env,

@@ -3,6 +3,7 @@
 // the dashboard shows the amendment with its rationale, audit and before/after diff
 // (screenshot saved).
 import * as assert from 'node:assert/strict';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import type { TreeSnapshotNode } from '../../../../../src/vscode/api';
@@ -58,7 +59,16 @@ describe('a plan amended by the auditor, through the VS Code surfaces (scripted 
     });
   });
 
-  after(() => disposeForgeTestEnvironment());
+  after(async () => {
+    // Leave the workspace as the next test file expects it: the loop's worktree folder goes
+    // when its worktree does (Forge takes removed worktrees out of the workspace).
+    const worktreeDir = projectId ? (await forgeApi()).engine()?.repos.loops.get(projectId, LOOP)?.worktreeDir : undefined;
+    if (worktreeDir) {
+      await rm(worktreeDir, { recursive: true, force: true });
+      await waitFor('the amended loop\'s worktree folder to leave the workspace', () => !vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === worktreeDir), 60_000);
+    }
+    await disposeForgeTestEnvironment();
+  });
 
   it('runs to completion with the amendment stored', async () => {
     const result = await vscode.commands.executeCommand<{ status: string; loop?: { projectId: string; name: string } }>('forge.executePlan', {
