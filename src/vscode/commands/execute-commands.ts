@@ -259,14 +259,15 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     }
     const warnings = problems.filter((p) => p.severity === 'warning');
     for (const w of warnings) ctx.log.warn(`${plan.source}: line ${w.line + 1}: ${w.message}`);
-    if (warnings.length > 0 && interactive) {
-      const go = vscode.l10n.t('Execute Anyway');
-      const answer = await vscode.window.showWarningMessage(
-        vscode.l10n.t('{0} has {1} warning(s):', plan.source, warnings.length),
-        { modal: true, detail: warnings.map((w) => vscode.l10n.t('line {0}: {1}', w.line + 1, w.message)).join('\n\n') },
-        go,
-      );
-      if (answer !== go) return { status: 'cancelled' };
+    if (warnings.length > 0) {
+      // Warnings never stop a start (as with forge run): they are said once, and the plan's
+      // diagnostics show where; the user can still cancel at the next question.
+      const showProblems = vscode.l10n.t('Show Problems');
+      void ctx.notifier
+        .warn(vscode.l10n.t('Forge: {0} has {1} warning(s); the loop starts anyway. First: line {2}: {3}', plan.source, warnings.length, warnings[0]!.line + 1, warnings[0]!.message), showProblems)
+        .then((choice) => {
+          if (choice === showProblems) void vscode.commands.executeCommand('workbench.actions.view.problems');
+        });
     }
     const engine = await engineWithProgress(ctx);
     const folder = ctx.projects.startFolder(engine, plan.uri);

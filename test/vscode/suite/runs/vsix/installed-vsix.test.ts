@@ -101,6 +101,8 @@ describe('the installed forge.vsix: a plan through the palette, opencode only on
     await requestWorkbench('quick-input', { expect: 'How should Forge execute the plan?', pick: 'Loop' });
     await requestWorkbench('quick-input', { expect: 'Model for coding sessions', pick: MOCK_MODEL });
     await requestWorkbench('quick-input', { expect: 'Model for audit sessions', pick: MOCK_MODEL });
+    // The budget step (its prompt carries the estimate): none, left empty.
+    await requestWorkbench('quick-input', { expect: 'Budget in money', value: '' });
     await requestWorkbench('quick-input', { expect: 'Maximum iterations', value: '6' });
     // The checkout's sandbox image is out of reach here: run unconfined, as offered.
     await requestWorkbench('quick-input', { expect: 'Confine the agents in a sandbox?', pick: 'Unconfined' });
