@@ -28,13 +28,17 @@ function rootOf(document: vscode.TextDocument): string | undefined {
   return vscode.workspace.getWorkspaceFolder(document.uri)?.uri.fsPath ?? path.dirname(document.uri.fsPath);
 }
 
-/** The plan's problems in a document, with files looked up in its workspace folder. */
-export function planProblemsOf(document: vscode.TextDocument): PlanProblem[] {
-  const root = rootOf(document);
-  return validatePlan(document.getText(), {
-    source: path.basename(document.uri.fsPath || document.uri.path),
+/** A plan text's problems (plan-validation.ts), with the files its checks name looked up under `root`. */
+export function planProblemsIn(text: string, source: string, root: string | undefined): PlanProblem[] {
+  return validatePlan(text, {
+    source,
     ...(root ? { pathExists: (relative: string) => existsSync(path.join(root, relative)) } : {}),
   }).problems;
+}
+
+/** The plan's problems in a document, with files looked up in its workspace folder. */
+export function planProblemsOf(document: vscode.TextDocument): PlanProblem[] {
+  return planProblemsIn(document.getText(), path.basename(document.uri.fsPath || document.uri.path), rootOf(document));
 }
 
 export class PlanDiagnostics implements vscode.Disposable {

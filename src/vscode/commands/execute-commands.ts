@@ -1,9 +1,6 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import * as vscode from 'vscode';
 import type { GoalCheckOptions } from '../../core/checks/parse';
 import type { ProviderCatalog } from '../../core/opencode/agent-client';
-import { validatePlan } from '../../core/loop/plan-validation';
 import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
@@ -13,6 +10,7 @@ import type { ForgeContext } from '../forge-context';
 import { goalContractFromInput, goalContractProblems, hasGoalContract } from '../goal-contract';
 import { errorMessage } from '../log';
 import { resolvePlanInput, type PlanInput } from '../plan-source';
+import { planProblemsIn } from '../plan-diagnostics';
 import { refuseIfUntrusted } from '../trust';
 import { engineWithProgress, noWorkspace, refused, registerForgeCommand, type CommandResult } from './command-support';
 
@@ -248,10 +246,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     if (plan.text.trim() === '') return refused(ctx, 'no-plan', vscode.l10n.t('{0} is empty: write the plan first.', plan.source));
     // The validation of `forge check` and the plan's diagnostics: errors refuse, warnings are shown.
     const validationRoot = (plan.uri && vscode.workspace.getWorkspaceFolder(plan.uri)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    const problems = validatePlan(plan.text, {
-      source: plan.source,
-      ...(validationRoot ? { pathExists: (relative: string) => existsSync(join(validationRoot, relative)) } : {}),
-    }).problems;
+    const problems = planProblemsIn(plan.text, plan.source, validationRoot);
     const errors = problems.filter((p) => p.severity === 'error');
     if (errors.length > 0) {
       const list = errors.map((p) => vscode.l10n.t('line {0}: {1}', p.line + 1, p.message)).join('\n');
