@@ -4,41 +4,17 @@
  * marked), its streamed text as one line per message; with --json as JSON lines.
  */
 import { strict as assert } from 'node:assert';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
-import { createTestRepository, type TestRepository } from '../../support/git-repo';
-import { REPO_ROOT, sessionScript } from '../../support/loop-harness';
-import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { startScriptedModel, toolCall, type ScriptedModel, type ScriptStep } from '../../support/scripted-model';
+import { useCliLoopWorld } from '../../support/cli-loop-world';
+import { sessionScript } from '../../support/loop-harness';
+import { toolCall, type ScriptStep } from '../../support/scripted-model';
 
 describe('forge goal --follow prints what the agent does (real CLI, opencode, git)', function () {
   this.timeout(300_000);
-  let model: ScriptedModel;
-  let env: OpencodeTestEnvironment;
-  let repo: TestRepository;
-  let work: string;
-  let runner: CliRunner;
-
-  before(async () => {
-    const cliPath = ensureCliBuilt(REPO_ROOT);
-    model = await startScriptedModel();
-    env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
-    repo = await createTestRepository({ 'README.md': '# follow\n' });
-    work = await mkdtemp(join(tmpdir(), 'forge-follow-'));
-    runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', join(work, 'data'), '--repo', repo.dir] });
-  });
-  after(async () => {
-    await runner?.killAll();
-    await model?.close();
-    await env?.cleanup();
-    await repo?.cleanup();
-    if (work) await rm(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
-  });
+  const w = useCliLoopWorld('forge-follow-', { 'README.md': '# follow\n' });
 
   function script(loop: string) {
-    const dir = join(work, 'data', 'worktrees', loop);
+    const dir = join(w.work, 'data', 'worktrees', loop);
     return sessionScript((role) => {
       if (role === 'code') {
         const withText: ScriptStep = { kind: 'tool-calls', text: 'I will write\nthe greeting now.', calls: [{ name: 'write', args: { filePath: join(dir, 'hello.js'), content: "console.log('hello');\n// second line\n" } }] };
@@ -55,8 +31,8 @@ describe('forge goal --follow prints what the agent does (real CLI, opencode, gi
 
   it('one line per tool call with short arguments and result, one per message, in order, before the phase change', async () => {
     const loop = 'follow-text';
-    model.setHandler(script(loop).handler);
-    const r = await runner.run(['goal', 'write a greeting', '--name', loop, '--no-sandbox', '--follow']);
+    w.model.setHandler(script(loop).handler);
+    const r = await w.runner.run(['goal', 'write a greeting', '--name', loop, '--no-sandbox', '--follow']);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     const lines = r.stdout.split('\n');
     const live = lines.filter((l) => / › (tool|says|thinking)/.test(l));
@@ -76,8 +52,8 @@ describe('forge goal --follow prints what the agent does (real CLI, opencode, gi
 
   it('--json: the same as JSON lines beside the loop events', async () => {
     const loop = 'follow-json';
-    model.setHandler(script(loop).handler);
-    const r = await runner.run(['goal', 'write a greeting', '--name', loop, '--no-sandbox', '--follow', '--json']);
+    w.model.setHandler(script(loop).handler);
+    const r = await w.runner.run(['goal', 'write a greeting', '--name', loop, '--no-sandbox', '--follow', '--json']);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     const objects = r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Record<string, unknown>);
     const tools = objects.filter((o) => o.type === 'live.tool');

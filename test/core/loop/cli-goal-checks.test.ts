@@ -6,52 +6,28 @@
  * `forge status NAME` (and `--json`) show the check log.
  */
 import { strict as assert } from 'node:assert';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
-import { createTestRepository, type TestRepository } from '../../support/git-repo';
-import { REPO_ROOT, sessionScript } from '../../support/loop-harness';
-import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { startScriptedModel, toolCall, type ScriptedModel } from '../../support/scripted-model';
+import { useCliLoopWorld } from '../../support/cli-loop-world';
+import { sessionScript } from '../../support/loop-harness';
+import { toolCall } from '../../support/scripted-model';
 
 const TEST_JS = 'const assert = require("assert");\nassert.equal(require("./add").add(2, 3), 5, "add(2, 3) must be 5");\nconsole.log("add works");\n';
 
 describe('forge goal with a contract: --check and --contains through the CLI (real CLI, opencode, git)', function () {
   this.timeout(300_000);
-  let model: ScriptedModel;
-  let env: OpencodeTestEnvironment;
-  let repo: TestRepository;
-  let work: string;
-  let runner: CliRunner;
-
-  before(async () => {
-    const cliPath = ensureCliBuilt(REPO_ROOT);
-    model = await startScriptedModel();
-    env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
-    repo = await createTestRepository({ 'README.md': '# adder\n', 'test.js': TEST_JS });
-    work = await mkdtemp(join(tmpdir(), 'forge-goal-checks-'));
-    runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', join(work, 'data'), '--repo', repo.dir] });
-  });
-  after(async () => {
-    await runner?.killAll();
-    await model?.close();
-    await env?.cleanup();
-    await repo?.cleanup();
-    if (work) await rm(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
-  });
+  const w = useCliLoopWorld('forge-goal-checks-', { 'README.md': '# adder\n', 'test.js': TEST_JS });
 
   it('the approved wrong answer is sent back with the failing checks; the fixed one completes; run and status show every check run', async () => {
     const loop = 'adder-goal';
-    const file = join(work, 'data', 'worktrees', loop, 'add.js');
+    const file = join(w.work, 'data', 'worktrees', loop, 'add.js');
     const handoffCoder = (what: string) => toolCall('forge_loop_handoff', { decisions: what, verification: 'none', notesForAuditor: '' });
     const script = sessionScript((role, nth) => {
       if (role === 'code') return [toolCall('write', { filePath: file, content: nth === 1 ? 'exports.add = (a, b) => a - b;\n' : 'exports.add = (a, b) => a + b;\n' }), handoffCoder(`attempt ${nth}`)];
       return [toolCall('forge_loop_handoff', { summary: 'looks right', done: true, deviations: '', followUps: '' })];
     });
-    model.setHandler(script.handler);
+    w.model.setHandler(script.handler);
 
-    const r = await runner.run(['goal', 'make add(a, b) return the sum', '--name', loop, '--check', 'node test.js', '--contains', 'add.js:a + b']);
+    const r = await w.runner.run(['goal', 'make add(a, b) return the sum', '--name', loop, '--check', 'node test.js', '--contains', 'add.js:a + b']);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     const checkLines = r.stdout.split('\n').filter((l) => l.startsWith(`[${loop}] check `));
     assert.equal(checkLines.length, 4, r.stdout);
@@ -66,12 +42,12 @@ describe('forge goal with a contract: --check and --contains through the CLI (re
     assert.ok(fixer.lastUserText.includes('add(2, 3) must be 5'), "the failing check's output reached the coder");
     assert.ok(fixer.lastUserText.includes('Check failed: check 2: contains: add.js'), 'the file assertion too');
 
-    const status = await runner.run(['status', loop]);
+    const status = await w.runner.run(['status', loop]);
     assert.equal(status.code, 0, status.stderr);
     assert.match(status.stdout, /^checks \(2\): check 1: node test\.js; check 2: contains: add\.js/m);
     assert.match(status.stdout, /^check log:$/m);
     assert.equal(status.stdout.split('\n').filter((l) => / check (PASS|FAIL) /.test(l)).length, 4);
-    const json = await runner.run(['status', loop, '--json']);
+    const json = await w.runner.run(['status', loop, '--json']);
     const detail = JSON.parse(json.stdout.trim()) as { checkRuns: Array<{ check: string; status: string; exitCode: number | null; outputTail: string }>; transitions: Array<{ event: string }> };
     assert.deepEqual(detail.checkRuns.map((c) => `${c.check}:${c.status}:${c.exitCode ?? '-'}`), ['goal-1:failed:1', 'goal-2:failed:-', 'goal-1:passed:0', 'goal-2:passed:-']);
     assert.match(detail.checkRuns[0]!.outputTail, /AssertionError/);

@@ -4,44 +4,21 @@
  * rationale, the section's diff) and `--json` carries it.
  */
 import { strict as assert } from 'node:assert';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
-import { createTestRepository, type TestRepository } from '../../support/git-repo';
-import { REPO_ROOT, sessionScript } from '../../support/loop-harness';
-import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { startScriptedModel, toolCall, type ScriptedModel } from '../../support/scripted-model';
+import { useCliLoopWorld } from '../../support/cli-loop-world';
+import { sessionScript } from '../../support/loop-harness';
+import { toolCall } from '../../support/scripted-model';
 
 const RATIONALE = 'bye.txt must end with a newline for the comparison to work.';
 
 describe('forge status shows the auditor\'s plan amendments (real CLI, opencode, git)', function () {
   this.timeout(300_000);
-  let model: ScriptedModel;
-  let env: OpencodeTestEnvironment;
-  let repo: TestRepository;
-  let work: string;
-  let runner: CliRunner;
-
-  before(async () => {
-    const cliPath = ensureCliBuilt(REPO_ROOT);
-    model = await startScriptedModel();
-    env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
-    repo = await createTestRepository({ 'README.md': '# amend\n' });
-    work = await mkdtemp(join(tmpdir(), 'forge-amend-'));
-    runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', join(work, 'data'), '--repo', repo.dir] });
-  });
-  after(async () => {
-    await runner?.killAll();
-    await model?.close();
-    await env?.cleanup();
-    await repo?.cleanup();
-    if (work) await rm(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
-  });
+  const w = useCliLoopWorld('forge-amend-', { 'README.md': '# amend\n' });
 
   it('the amendment is stored once and shown with its rationale, audit and diff, as text and JSON', async () => {
     const loop = 'amend';
-    const worktree = join(work, 'data', 'worktrees', loop);
+    const worktree = join(w.work, 'data', 'worktrees', loop);
     const script = sessionScript((role, nth) => {
       if (role === 'code') {
         return [
@@ -55,13 +32,13 @@ describe('forge status shows the auditor\'s plan amendments (real CLI, opencode,
       }
       return [handoff];
     });
-    model.setHandler(script.handler);
-    const plan = join(work, 'plan.md');
+    w.model.setHandler(script.handler);
+    const plan = join(w.work, 'plan.md');
     await writeFile(plan, `# Amend\n\nLoop Name: ${loop}\n\n## Write hello.txt\nWrite hello.txt saying hello.\n\n## Write bye.txt\nWrite bye.txt saying bye.\n\n## Verification\n- exists: README.md\n`);
-    const r = await runner.run(['run', plan, '--no-sandbox', '--max-iterations', '8'], { timeoutMs: 280_000 });
+    const r = await w.runner.run(['run', plan, '--no-sandbox', '--max-iterations', '8'], { timeoutMs: 280_000 });
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
 
-    const status = await runner.run(['status', loop]);
+    const status = await w.runner.run(['status', loop]);
     assert.equal(status.code, 0, status.stderr);
     const lines = status.stdout.split('\n');
     const at = lines.indexOf('plan amendments (1):');
@@ -74,7 +51,7 @@ describe('forge status shows the auditor\'s plan amendments (real CLI, opencode,
       '      + End it with a newline.',
     ]);
 
-    const json = await runner.run(['status', loop, '--json']);
+    const json = await w.runner.run(['status', loop, '--json']);
     const detail = JSON.parse(json.stdout) as { amendments: { rationale: string; auditedSectionIndex: number; changes: { kind: string; sectionIndex: number; diff: { op: string; text: string }[] }[] }[] };
     assert.equal(detail.amendments.length, 1);
     assert.equal(detail.amendments[0]!.rationale, RATIONALE);
