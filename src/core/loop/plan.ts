@@ -3,7 +3,8 @@
  * start; the runtime stores the result as section rows and never re-parses the plan.
  */
 
-export const MAX_SECTIONS = 24;
+import { MAX_SECTIONS } from '../vocabulary/loop-vocabulary';
+export { MAX_SECTIONS };
 export const SECTION_MARKER = '<!-- forge-section -->';
 
 export interface PlanSection {

@@ -3,16 +3,11 @@
  * handles a phase sees only the fields that phase has.
  */
 
-export type Phase = 'coding' | 'auditing' | 'final_auditing' | 'final_audit_fix' | 'post_action';
-export const PHASES: readonly Phase[] = ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'];
-
-export type Role = 'code' | 'auditor';
-export type LoopKind = 'plan' | 'goal';
-/**
- * `paused`: the loop stopped at a hand-over and waits for the user (its budget was reached);
- * worktree, branch and sessions are kept, and only a restart (with a new budget) moves it on.
- */
-export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
+// The shared words (phases, roles, kinds, statuses) have their own home; re-exported here so
+// the loop room's code reads them from its state module as before.
+export { PHASES, roleOfPhase } from '../vocabulary/loop-vocabulary';
+export type { LoopKind, LoopStatus, Phase, Role } from '../vocabulary/loop-vocabulary';
+import type { LoopKind, LoopStatus, Phase, Role } from '../vocabulary/loop-vocabulary';
 
 export type TerminationReason =
   | { kind: 'completed' }
@@ -86,9 +81,6 @@ export function parseTerminationReason(text: string): TerminationReason {
   return { kind } as TerminationReason;
 }
 
-export function roleOfPhase(phase: Phase): Role {
-  return phase === 'auditing' || phase === 'final_auditing' ? 'auditor' : 'code';
-}
 
 /** Limits the pure table needs; resolved from settings at loop start and stored with the loop. */
 export interface LoopLimits {

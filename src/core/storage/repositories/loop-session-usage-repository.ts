@@ -1,4 +1,4 @@
-import type { Role } from '../../loop/state';
+import type { Role } from '../../vocabulary/loop-vocabulary';
 import type { SqlExecutor, SqlRow } from '../sql-executor';
 import { integer, systemClock, text, type Clock } from './row-values';
 

@@ -1,4 +1,4 @@
-import type { Phase } from '../../loop/state';
+import type { Phase } from '../../vocabulary/loop-vocabulary';
 import type { SqlExecutor, SqlRow } from '../sql-executor';
 import { integer, optionalInteger, optionalText, systemClock, text, type Clock } from './row-values';
 

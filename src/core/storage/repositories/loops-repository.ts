@@ -1,4 +1,4 @@
-import type { LoopKind, LoopStatus, Phase } from '../../loop/state';
+import type { LoopKind, LoopStatus, Phase } from '../../vocabulary/loop-vocabulary';
 import { uniqueLoopName } from '../../workspace/loop-name';
 import type { SqlExecutor, SqlRow } from '../sql-executor';
 import { RowNotFoundError, flag, integer, json, optionalInteger, optionalText, systemClock, text, type Clock } from './row-values';

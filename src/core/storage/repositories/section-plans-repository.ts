@@ -1,4 +1,4 @@
-import { MAX_SECTIONS } from '../../loop/plan';
+import { MAX_SECTIONS } from '../../vocabulary/loop-vocabulary';
 import type { SqlExecutor, SqlRow } from '../sql-executor';
 import { RowNotFoundError, integer, systemClock, text, type Clock } from './row-values';
 
