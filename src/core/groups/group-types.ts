@@ -1,0 +1,123 @@
+/**
+ * The feature-group service's public surface (issue 14 part 3, issue 16's group budget): what
+ * the CLI (`forge group …`) and the VS Code surfaces (Execute PRD, the Loop Explorer's group
+ * nodes, the dashboard's Group part) call and listen to. The engine builds the service; the
+ * surfaces never reach into the scheduler or storage for groups.
+ */
+import type { FeatureGroupStatus, FeatureStatus, GroupPauseReason } from '../vocabulary/group-vocabulary';
+
+export interface GroupRef {
+  projectId: string;
+  /** The group id, also the prefix of its loops' names (`<id>-<feature id>`). */
+  id: string;
+}
+
+/** A group's budget: money and/or tokens over all its loops together; null: no limit of that kind. */
+export interface GroupBudget {
+  money: number | null;
+  tokens: number | null;
+}
+
+/** What the group's loops spent together (the splitter's own session is not counted). */
+export interface GroupSpend {
+  cost: number;
+  tokens: number;
+}
+
+export interface GroupFeatureView {
+  /** The splitter's id (`FEATURE_ID_PATTERN`). */
+  id: string;
+  title: string;
+  /** Ids of the features that must complete before this one starts. */
+  dependsOn: string[];
+  /** The feature's plan (markdown), as stored; the review file when the user edited it. */
+  plan: string;
+  /** The review copy of the plan under the data folder, editable before launch. */
+  planPath: string;
+  status: FeatureStatus;
+  /** The loop running this feature, once started. */
+  loopName: string | null;
+  /** Why it failed or is blocked, in a sentence. */
+  error: string | null;
+}
+
+export interface FeatureGroupView {
+  ref: GroupRef;
+  title: string;
+  /** The PRD it was split from (a path, or "(text)"). */
+  source: string;
+  repoDir: string;
+  status: FeatureGroupStatus;
+  pauseReason: GroupPauseReason | null;
+  maxConcurrent: number;
+  budget: GroupBudget;
+  spend: GroupSpend;
+  /** The 80 % warning was given (once per group). */
+  budgetWarned: boolean;
+  features: GroupFeatureView[];
+  /** The folder holding the review copies of the plans (`<data>/groups/<project>/<id>/`). */
+  reviewDir: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface SplitPrdRequest {
+  /** Any folder inside the user's git repository. */
+  repoPath: string;
+  prdText: string;
+  /** Where the PRD came from, for messages and `source`. */
+  prdSource: string;
+  /** Group id; default derived from the PRD's title. Validated like a loop name. */
+  id?: string;
+  /** "provider/model" for the splitter; default: the architect's/coder's default model. */
+  model?: string;
+  maxConcurrent?: number;
+  /** Fields left out come from `forge.groups.budget.*` (0 there means none). */
+  budget?: Partial<GroupBudget>;
+  /** Loop options handed to each feature loop. */
+  loopModel?: string;
+  auditorModel?: string;
+  sandbox?: boolean;
+  signal?: AbortSignal;
+  /** Progress lines while the splitter works ("splitter: reading README.md"). */
+  onProgress?: (line: string) => void;
+}
+
+export interface LaunchGroupOptions {
+  maxConcurrent?: number;
+  budget?: Partial<GroupBudget>;
+}
+
+export type GroupEvent =
+  | { type: 'group.changed'; group: GroupRef }
+  | { type: 'group.feature'; group: GroupRef; featureId: string; status: FeatureStatus; loopName: string | null }
+  /** `warning` once at 80 % of a limit; `paused` when the budget is spent. */
+  | { type: 'group.budget'; group: GroupRef; level: 'warning' | 'paused'; message: string }
+  | { type: 'group.ended'; group: GroupRef; status: FeatureGroupStatus; pauseReason: GroupPauseReason | null };
+
+export interface FeatureGroupService {
+  /** Runs the read-only splitter on the PRD; stores the group in `review`. Throws GroupError on bad input. */
+  split(request: SplitPrdRequest): Promise<FeatureGroupView>;
+  /** Reads the review copies back (edits win), validates them, and starts the group. */
+  launch(ref: GroupRef, options?: LaunchGroupOptions): Promise<FeatureGroupView>;
+  /** Continues a paused group; a `budget_reached` group only with a budget that leaves room. */
+  resume(ref: GroupRef, options?: LaunchGroupOptions): Promise<FeatureGroupView>;
+  /** Cancels its running loops; nothing is deleted. */
+  cancel(ref: GroupRef): Promise<FeatureGroupView>;
+  get(ref: GroupRef): FeatureGroupView | undefined;
+  list(projectId: string): FeatureGroupView[];
+  /** Resolves when the group leaves `running` (completed, failed, paused, cancelled). */
+  waitForEnd(ref: GroupRef): Promise<FeatureGroupView>;
+  subscribe(listener: (event: GroupEvent) => void): () => void;
+}
+
+/** Bad input or a refused action: the message says what is wrong and how to fix it. */
+export class GroupError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'bad_prd' | 'unsplittable' | 'bad_cap' | 'cycle' | 'unknown_dependency' | 'duplicate_feature' | 'not_found' | 'bad_state' | 'no_budget_room' | 'bad_plan',
+  ) {
+    super(message);
+    this.name = 'GroupError';
+  }
+}
