@@ -17,10 +17,9 @@ import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tool
 import { serverEventNotice } from '../opencode/server-supervisor';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
-import type { SqlExecutor } from '../storage/sql-executor';
-import { sectionCheckpointMessage, type WorktreeService } from '../workspace';
+import { sectionCheckpointMessage } from '../workspace';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
-import type { LoopRef, LoopRuntimeEvent, LoopTimingMark } from './runtime-types';
+import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
 import {
   roleOfPhase,
   terminationReasonToString,
@@ -32,66 +31,16 @@ import {
   type TerminationReason,
 } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
-import { readExtras, type StoredLoopExtras } from './loop-extras';
+import { readExtras } from './loop-extras';
 import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import type { CheckExecutor } from '../checks';
 import { runGate } from './loop-gate';
 import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
-import type { LiveFeedSink } from '../live/live-feed';
+import type { CurrentSession, SupervisorDeps } from './supervisor-deps';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
-
-export interface EngineLog {
-  debug(message: string): void;
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
-export interface SupervisorDeps {
-  db: SqlExecutor & { transaction<T>(fn: (tx: SqlExecutor) => T): T };
-  repos: ForgeRepositories;
-  worktrees: WorktreeService;
-  log: EngineLog;
-  supervisorId: string;
-  leaseTtlMs: number;
-  emit: (event: LoopRuntimeEvent) => void;
-  /** Starts the loop's opencode server (with sandbox routing when the loop is sandboxed). */
-  openAgent: (loop: LoopRow, extras: StoredLoopExtras) => Promise<LoopOpencode>;
-  /** Releases the loop's sandbox (if any) at loop end. */
-  releaseSandbox: (loop: LoopRow, ended: boolean) => Promise<void>;
-  /** Checks the sandbox is still there before each phase; throws with a clear message if not. */
-  checkSandbox: (loop: LoopRow) => Promise<void>;
-  /** Where the loop's verification checks run: in its sandbox when it has one, else on the host. */
-  checkExecutor: (loop: LoopRow) => Promise<CheckExecutor>;
-  onDisposed: (ref: LoopRef) => void;
-  /** Benchmark hook (see LoopTimingMark); unset in normal use. */
-  onTiming?: (mark: LoopTimingMark) => void;
-  /** The engine's live-parts feed (what the sessions are doing now). */
-  live?: LiveFeedSink;
-}
-
-interface CurrentSession {
-  id: string;
-  phase: Phase;
-  role: Role;
-  model: string | null;
-  promptSentAt: number;
-  seenBusy: boolean;
-  lastProgressAt: number;
-  runningTools: Set<string>;
-  retryAttempt: number;
-  attemptId: number;
-  /** A prompt is in flight (sent, its idle not yet handled). */
-  inFlight: boolean;
-  /** The model variant this session's prompts carry. */
-  variant: string | undefined;
-  /** Work held back until the session first shows activity (see runPhase). */
-  onFirstActivity?: () => void;
-  /** Generation of the opencode server the session was created on. */
-  serverGeneration: number;
-}
+export type { EngineLog, SupervisorDeps } from './supervisor-deps';
 
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
 const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
