@@ -37,7 +37,8 @@ import { promptContextFor } from './prompt-context';
 import type { CheckExecutor } from '../checks';
 import { runGate } from './loop-gate';
 import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
-import type { CurrentSession, SupervisorDeps } from './supervisor-deps';
+import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
+import { PhaseWrites } from './phase-writes';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -87,17 +88,14 @@ export class LoopSupervisor {
   private pendingTitle: { sessionId: string; title: string } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
   private opening: Promise<LoopOpencode> | undefined;
-  /**
-   * Row writes of the hand-over in progress (finished attempt, handoff fields), made in the same
-   * transaction as the phase change that follows them: one journal sync instead of several.
-   */
-  private deferredWrites: Array<(repos: ForgeRepositories) => void> = [];
-  /** Events of the deferred writes, emitted once the transaction that made them committed. */
-  private deferredEvents: LoopRuntimeEvent[] = [];
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
   private gateAbort: AbortController | undefined;
   /** The loop's own sessions (their subagents' parts go to the live feed too). */
   private readonly liveRoots = new Set<string>();
+  /** What the supervisor's parts share (see supervisor-deps.ts). */
+  private readonly ctx: SupervisorContext;
+  /** Storage writes around phase changes, some deferred to the next transaction. */
+  private readonly writes: PhaseWrites;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -105,6 +103,8 @@ export class LoopSupervisor {
   ) {
     this.ref = ref;
     this.endedPromise = new Promise((resolve) => (this.endedResolve = resolve));
+    this.ctx = { ref, deps, loop: () => this.loop() };
+    this.writes = new PhaseWrites(this.ctx);
   }
 
   private get repos(): ForgeRepositories {
@@ -238,22 +238,8 @@ export class LoopSupervisor {
     }
     // The variant belongs to the coding model: auditor sessions on that same model use it too.
     const variant = readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined;
-    const { attempt, updated } = this.deps.db.transaction((tx) => {
-      const repos = createForgeRepositories(tx);
-      this.flushDeferredWrites(repos);
-      const started = repos.attempts.start(this.ref.projectId, {
-        loopName: loop.name,
-        kind: phase === 'auditing' ? 'audit' : phase === 'final_auditing' ? 'final_audit' : phase === 'post_action' ? 'post_action' : 'coding',
-        iteration: state.iteration,
-        sectionIndex: state.sectionIndex,
-        sessionId,
-        model: modelText,
-        variant: variant ?? null,
-      });
-      return { attempt: started, updated: repos.loops.update(this.ref.projectId, loop.name, { currentSessionId: sessionId, status: 'running' }) };
-    });
+    const { attempt, updated } = this.writes.startAttempt(loop, state, { sessionId, model: modelText, variant });
     loop = updated;
-    this.emitDeferredEvents();
     const now = Date.now();
     this.current = {
       id: sessionId,
@@ -418,7 +404,7 @@ export class LoopSupervisor {
       if (event.error.name === 'MessageAbortedError') return;
       void this.locked('session error', async () => {
         if (this.current?.id !== cur.id) return;
-        this.finishAttempt('failed', event.error.message);
+        this.writes.finishAttempt('failed', event.error.message, cur.attemptId);
         await this.recordUsage(cur);
         this.current = undefined;
         // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
@@ -438,37 +424,11 @@ export class LoopSupervisor {
           if (this.current?.id !== cur.id) return;
           this.current = undefined;
           await this.abortSession(cur.id);
-          this.finishAttempt('failed', event.message, cur.attemptId);
+          this.writes.finishAttempt('failed', event.message, cur.attemptId);
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: event.message }, this.limits()));
         });
       }
     }
-  }
-
-  private finishAttempt(outcome: 'succeeded' | 'failed' | 'abandoned', error?: string, id = this.current?.attemptId, deferred = false): void {
-    if (id === undefined) return;
-    const write = (repos: ForgeRepositories) => {
-      try {
-        repos.attempts.finish(this.ref.projectId, id, { outcome, error: error ?? null });
-      } catch {
-        /* already finished */
-      }
-    };
-    if (deferred) this.deferredWrites.push(write);
-    else write(this.repos);
-  }
-
-  /** Makes the deferred writes, in `repos`' transaction when given; emit their events after it. */
-  private flushDeferredWrites(repos: ForgeRepositories = this.repos): void {
-    const writes = this.deferredWrites;
-    this.deferredWrites = [];
-    for (const write of writes) write(repos);
-  }
-
-  private emitDeferredEvents(): void {
-    const events = this.deferredEvents;
-    this.deferredEvents = [];
-    for (const event of events) this.deps.emit(event);
   }
 
   private async recordUsage(session: CurrentSession): Promise<void> {
@@ -518,13 +478,13 @@ export class LoopSupervisor {
     if (handoff) {
       event = this.handoffEvent(handoff.role, state);
       const fields = handoff.role === 'auditor' ? { lastAuditSummary: (handoff.payload as { summary?: string }).summary ?? null } : { lastCoderHandoff: JSON.stringify(handoff.payload) };
-      this.deferredWrites.push((repos) => repos.loops.setLargeFields(this.ref.projectId, loop.name, fields));
+      this.writes.defer((repos) => repos.loops.setLargeFields(this.ref.projectId, loop.name, fields));
     } else {
       event = { type: 'idle_without_handoff' };
     }
     const transition = nextTransition(state, event, readExtras(loop).limits);
     if (transition.kind !== 'remind_handoff' && transition.kind !== 'ignore') {
-      this.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff', cur.attemptId, true);
+      this.writes.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff', cur.attemptId, true);
       this.current = undefined;
     }
     let next = transition;
@@ -591,8 +551,8 @@ export class LoopSupervisor {
     this.gateAbort = abort;
     try {
       // Writes of the hand-over that led here go first (the gate's own writes follow them).
-      this.flushDeferredWrites();
-      this.emitDeferredEvents();
+      this.writes.flush();
+      this.writes.emitEvents();
       let exec: CheckExecutor;
       try {
         exec = await this.deps.checkExecutor(loop);
@@ -684,7 +644,7 @@ export class LoopSupervisor {
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `no activity for ${Math.round(quietFor / 1000)} s: re-triggering ${cur.phase}` });
         this.current = undefined;
         await this.abortSession(cur.id);
-        this.finishAttempt('failed', 'stalled', cur.attemptId);
+        this.writes.finishAttempt('failed', 'stalled', cur.attemptId);
         await this.recordUsage(cur);
         await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
       });
@@ -707,14 +667,14 @@ export class LoopSupervisor {
     }
     if (t.kind === 'ignore') {
       this.deps.log.info(`[loop ${this.ref.name}] ignored: ${t.why}`);
-      this.flushDeferredWrites();
-      this.emitDeferredEvents();
+      this.writes.flush();
+      this.writes.emitEvents();
       return;
     }
     const before = this.loop();
     const fromState = readExtras(before).loopState;
     if (t.kind === 'remind_handoff') {
-      this.persistState(t.to, null);
+      this.writes.persistState(t.to, null);
       if (this.current) {
         this.current.inFlight = true;
         await this.sendPrompt(buildHandoffReminder({ state: t.to }));
@@ -742,7 +702,7 @@ export class LoopSupervisor {
     // phase change recorded so a restart starts exactly the session it held back.
     const pause = this.budgetPause(t.to);
     if (pause) {
-      this.persistState(t.to, log);
+      this.writes.persistState(t.to, log);
       this.deps.emit(phaseEvent);
       const previous = this.current;
       if (previous) {
@@ -758,12 +718,12 @@ export class LoopSupervisor {
     if (delayMs === 0 && !this.current && !readExtras(this.loop()).cancelRequested) {
       // The common hand-over: the phase change and its log row are written in one transaction
       // with the next session's attempt (one journal sync, before the prompt goes out).
-      this.deferredWrites.push((repos) => this.persistStateIn(repos, t.to, log));
-      this.deferredEvents.push(phaseEvent);
+      this.writes.defer((repos) => this.writes.persistStateIn(repos, t.to, log));
+      this.writes.deferEvent(phaseEvent);
       await this.runPhase(0, t.to);
       return;
     }
-    this.persistState(t.to, log);
+    this.writes.persistState(t.to, log);
     this.deps.emit(phaseEvent);
     if (readExtras(this.loop()).cancelRequested) {
       await this.terminate('cancel', t.to, { kind: 'cancelled' }, []);
@@ -775,46 +735,6 @@ export class LoopSupervisor {
       await this.abortSession(previous.id);
     }
     await this.runPhase(delayMs);
-  }
-
-  private persistState(to: LoopState, log: { event: string; from: Phase; effects: TransitionEffect[] } | null): void {
-    this.deps.db.transaction((tx) => {
-      const repos = createForgeRepositories(tx);
-      this.flushDeferredWrites(repos);
-      this.persistStateIn(repos, to, log);
-    });
-    this.emitDeferredEvents();
-  }
-
-  private persistStateIn(repos: ForgeRepositories, to: LoopState, log: { event: string; from: Phase; effects: TransitionEffect[] } | null): void {
-    const { projectId, name } = this.ref;
-    const loop = repos.loops.get(projectId, name)!;
-    const extras = readExtras(loop);
-    repos.loops.update(projectId, name, {
-      phase: to.phase,
-      iteration: to.iteration,
-      sectionIndex: to.sectionIndex,
-      errorCount: to.modelErrors,
-      consecutiveStalls: to.consecutiveStalls,
-      state: { ...extras, loopState: to },
-    });
-    if (log) {
-      for (const e of log.effects) {
-        if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
-        if (e.type === 'start_section') {
-          repos.sectionPlans.setStatus(projectId, name, e.index, 'in_progress');
-          repos.sectionPlans.incrementAttempts(projectId, name, e.index);
-        }
-      }
-      repos.transitions.append(projectId, {
-        loopName: name,
-        event: log.event,
-        fromPhase: log.from,
-        toPhase: to.phase,
-        iteration: to.iteration,
-        sectionIndex: to.sectionIndex,
-      });
-    }
   }
 
   private async applyGitEffects(effects: TransitionEffect[], loop: LoopRow): Promise<void> {
@@ -830,12 +750,11 @@ export class LoopSupervisor {
   private async terminate(event: string, state: LoopState, reason: TerminationReason, effects: TransitionEffect[]): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    const { projectId, name } = this.ref;
     const cur = this.current;
     this.current = undefined;
     if (cur) {
       await this.abortSession(cur.id);
-      this.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
+      this.writes.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
       if (this.client) await this.recordUsage(cur);
     }
     const status = terminationStatusFor(reason);
@@ -844,31 +763,7 @@ export class LoopSupervisor {
     const paused = status === 'paused';
     const reasonText = terminationReasonToString(reason);
     const loopBefore = this.loop();
-    this.deps.db.transaction((tx) => {
-      const repos = createForgeRepositories(tx);
-      this.flushDeferredWrites(repos);
-      const loop = repos.loops.get(projectId, name)!;
-      for (const e of effects) if (e.type === 'complete_section') repos.sectionPlans.setStatus(projectId, name, e.index, 'done');
-      repos.loops.update(projectId, name, {
-        phase: state.phase,
-        iteration: state.iteration,
-        sectionIndex: state.sectionIndex,
-        currentSessionId: null,
-        state: { ...readExtras(loop), loopState: state, opencodePid: null, cancelRequested: false },
-      });
-      repos.transitions.append(projectId, {
-        loopName: name,
-        event,
-        fromPhase: readExtras(loop).loopState.phase,
-        toPhase: null,
-        iteration: state.iteration,
-        sectionIndex: state.sectionIndex,
-        status,
-        reason: reasonText,
-      });
-      repos.loops.terminate(projectId, name, { status, terminationReason: reasonText });
-    });
-    this.emitDeferredEvents();
+    this.writes.recordEnd(event, state, effects, status, reasonText);
     // The last commit (and merge) runs while opencode stops: the session is over, and git and
     // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
     let mergeText: string | null = null;
@@ -969,8 +864,8 @@ export class LoopSupervisor {
     }
     this.disposers = [];
     try {
-      this.flushDeferredWrites();
-      this.emitDeferredEvents();
+      this.writes.flush();
+      this.writes.emitEvents();
     } catch (e) {
       this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
     }
