@@ -16,7 +16,7 @@ import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { serverEventNotice } from '../opencode/server-supervisor';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
-import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
+import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { sectionCheckpointMessage } from '../workspace';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
 import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
@@ -36,9 +36,10 @@ import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import type { CheckExecutor } from '../checks';
 import { runGate } from './loop-gate';
-import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
+import { hasBudget } from './budget';
 import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
 import { PhaseWrites } from './phase-writes';
+import { LoopSpend } from './loop-spend';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -96,6 +97,8 @@ export class LoopSupervisor {
   private readonly ctx: SupervisorContext;
   /** Storage writes around phase changes, some deferred to the next transaction. */
   private readonly writes: PhaseWrites;
+  /** Usage and budget. */
+  private readonly spending: LoopSpend;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -105,6 +108,7 @@ export class LoopSupervisor {
     this.endedPromise = new Promise((resolve) => (this.endedResolve = resolve));
     this.ctx = { ref, deps, loop: () => this.loop() };
     this.writes = new PhaseWrites(this.ctx);
+    this.spending = new LoopSpend(this.ctx);
   }
 
   private get repos(): ForgeRepositories {
@@ -405,7 +409,7 @@ export class LoopSupervisor {
       void this.locked('session error', async () => {
         if (this.current?.id !== cur.id) return;
         this.writes.finishAttempt('failed', event.error.message, cur.attemptId);
-        await this.recordUsage(cur);
+        await this.spending.recordUsage(this.client, cur);
         this.current = undefined;
         // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
         const { malformed, summary } = summarizeModelError(event.error);
@@ -428,34 +432,6 @@ export class LoopSupervisor {
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: event.message }, this.limits()));
         });
       }
-    }
-  }
-
-  private async recordUsage(session: CurrentSession): Promise<void> {
-    try {
-      const usage = await this.client!.usage(session.id);
-      this.deps.db.transaction((tx) => {
-        const repos = createForgeRepositories(tx);
-        for (const u of usage) {
-          repos.sessionUsage.record(
-            this.ref.projectId,
-            { loopName: this.ref.name, sessionId: session.id, role: session.role, model: `${u.providerId}/${u.modelId}` },
-            {
-              inputTokens: u.usage.input,
-              outputTokens: u.usage.output,
-              reasoningTokens: u.usage.reasoning,
-              cacheReadTokens: u.usage.cacheRead,
-              cacheWriteTokens: u.usage.cacheWrite,
-              cost: u.cost,
-              messages: u.messages,
-            },
-          );
-        }
-      });
-      this.deps.emit({ type: 'loop.usage', loop: this.ref });
-      this.warnOnBudget();
-    } catch (error) {
-      this.deps.log.warn(`[loop ${this.ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
     }
   }
 
@@ -500,32 +476,9 @@ export class LoopSupervisor {
     // totals are complete.
     // With a budget, the hand-over's decision needs this session's spend first.
     const usageFirst = next.kind === 'terminate' || hasBudget(readExtras(loop).budget);
-    if (usageFirst) await this.recordUsage(cur);
+    if (usageFirst) await this.spending.recordUsage(this.client, cur);
     await this.applyTransition(next);
-    if (!usageFirst) await this.recordUsage(cur);
-  }
-
-  /** The loop's spend so far, by role, from the usage recorded at each session's end. */
-  private spend() {
-    return spendFromTotals(this.repos.sessionUsage.totalsByRole(this.ref.projectId, this.ref.name));
-  }
-
-  /** Why the budget holds back the session of `to` (its message), or null when it may start. */
-  private budgetPause(to: LoopState): string | null {
-    const extras = readExtras(this.loop());
-    if (!hasBudget(extras.budget)) return null;
-    const decision = budgetDecision(extras.budget, this.spend(), roleOfPhase(to.phase), true);
-    return decision.kind === 'pause' ? decision.message : null;
-  }
-
-  /** The 80 % warning, once per run of the loop (the flag is stored, so a takeover keeps it). */
-  private warnOnBudget(): void {
-    const extras = readExtras(this.loop());
-    if (!hasBudget(extras.budget) || extras.budgetWarned) return;
-    const decision = budgetWarning(extras.budget, this.spend());
-    if (!decision) return;
-    this.repos.loops.mergeState(this.ref.projectId, this.ref.name, { budgetWarned: true });
-    this.deps.emit({ type: 'loop.budget', loop: this.ref, level: 'warning', message: decision.message });
+    if (!usageFirst) await this.spending.recordUsage(this.client, cur);
   }
 
   /**
@@ -645,7 +598,7 @@ export class LoopSupervisor {
         this.current = undefined;
         await this.abortSession(cur.id);
         this.writes.finishAttempt('failed', 'stalled', cur.attemptId);
-        await this.recordUsage(cur);
+        await this.spending.recordUsage(this.client, cur);
         await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
       });
     } else if (cur.runningTools.size > 0 && quietFor > timing.busyStallTimeoutMs) {
@@ -700,7 +653,7 @@ export class LoopSupervisor {
     };
     // The cost governor: a spent budget pauses the loop here, between two sessions, with the
     // phase change recorded so a restart starts exactly the session it held back.
-    const pause = this.budgetPause(t.to);
+    const pause = this.spending.budgetPause(t.to);
     if (pause) {
       this.writes.persistState(t.to, log);
       this.deps.emit(phaseEvent);
@@ -755,7 +708,7 @@ export class LoopSupervisor {
     if (cur) {
       await this.abortSession(cur.id);
       this.writes.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
-      if (this.client) await this.recordUsage(cur);
+      if (this.client) await this.spending.recordUsage(this.client, cur);
     }
     const status = terminationStatusFor(reason);
     // Paused (budget): the loop waits for the user with its worktree as the agents left it,

@@ -1,0 +1,68 @@
+/**
+ * The loop's spend: each session's token usage recorded at its end, the 80 % budget warning,
+ * and the budget's hold on the next session (the cost governor). Its own file because it is
+ * the supervisor's one concern that reads opencode's usage and the budget, and nothing else.
+ */
+import type { AgentClient } from '../opencode/agent-client';
+import { createForgeRepositories } from '../storage/repositories';
+import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './budget';
+import { readExtras } from './loop-extras';
+import { roleOfPhase, type LoopState } from './state';
+import type { CurrentSession, SupervisorContext } from './supervisor-deps';
+
+export class LoopSpend {
+  constructor(private readonly ctx: SupervisorContext) {}
+
+  /** Records what `session` used (a round trip to opencode), then warns when the budget is nearly spent. */
+  async recordUsage(client: AgentClient | undefined, session: CurrentSession): Promise<void> {
+    const { ref, deps } = this.ctx;
+    try {
+      const usage = await client!.usage(session.id);
+      deps.db.transaction((tx) => {
+        const repos = createForgeRepositories(tx);
+        for (const u of usage) {
+          repos.sessionUsage.record(
+            ref.projectId,
+            { loopName: ref.name, sessionId: session.id, role: session.role, model: `${u.providerId}/${u.modelId}` },
+            {
+              inputTokens: u.usage.input,
+              outputTokens: u.usage.output,
+              reasoningTokens: u.usage.reasoning,
+              cacheReadTokens: u.usage.cacheRead,
+              cacheWriteTokens: u.usage.cacheWrite,
+              cost: u.cost,
+              messages: u.messages,
+            },
+          );
+        }
+      });
+      deps.emit({ type: 'loop.usage', loop: ref });
+      this.warnOnBudget();
+    } catch (error) {
+      deps.log.warn(`[loop ${ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
+    }
+  }
+
+  /** The loop's spend so far, by role, from the usage recorded at each session's end. */
+  private spend() {
+    return spendFromTotals(this.ctx.deps.repos.sessionUsage.totalsByRole(this.ctx.ref.projectId, this.ctx.ref.name));
+  }
+
+  /** Why the budget holds back the session of `to` (its message), or null when it may start. */
+  budgetPause(to: LoopState): string | null {
+    const extras = readExtras(this.ctx.loop());
+    if (!hasBudget(extras.budget)) return null;
+    const decision = budgetDecision(extras.budget, this.spend(), roleOfPhase(to.phase), true);
+    return decision.kind === 'pause' ? decision.message : null;
+  }
+
+  /** The 80 % warning, once per run of the loop (the flag is stored, so a takeover keeps it). */
+  private warnOnBudget(): void {
+    const extras = readExtras(this.ctx.loop());
+    if (!hasBudget(extras.budget) || extras.budgetWarned) return;
+    const decision = budgetWarning(extras.budget, this.spend());
+    if (!decision) return;
+    this.ctx.deps.repos.loops.mergeState(this.ctx.ref.projectId, this.ctx.ref.name, { budgetWarned: true });
+    this.ctx.deps.emit({ type: 'loop.budget', loop: this.ctx.ref, level: 'warning', message: decision.message });
+  }
+}
