@@ -40,6 +40,7 @@ import { hasBudget } from './budget';
 import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
 import { PhaseWrites } from './phase-writes';
 import { LoopSpend } from './loop-spend';
+import { startLeaseRenewal } from './lease-renewal';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -140,7 +141,13 @@ export class LoopSupervisor {
   async begin(event: string): Promise<void> {
     const loop = this.loop();
     const extras = readExtras(loop);
-    this.startLeaseRenewal();
+    this.disposers.push(
+      startLeaseRenewal(this.ctx, {
+        ended: () => this.ended,
+        relinquish: () => void this.relinquish(),
+        cancel: () => void this.stop('cancel'),
+      }),
+    );
     try {
       this.opening = this.deps.openAgent(loop, extras);
       this.agent = await this.opening;
@@ -767,31 +774,6 @@ export class LoopSupervisor {
     const event = { type: 'loop.supervision_lost' as const, loop: this.ref };
     this.deps.emit(event);
     this.endedResolve(event);
-  }
-
-  private startLeaseRenewal(): void {
-    const every = Math.max(200, Math.floor(this.deps.leaseTtlMs / 3));
-    const timer = setInterval(() => {
-      if (this.ended) return;
-      try {
-        const ok = this.repos.loops.acquireLease(this.ref.projectId, this.ref.name, this.deps.supervisorId, this.deps.leaseTtlMs);
-        if (!ok) {
-          this.deps.log.warn(`[loop ${this.ref.name}] another process took over supervision`);
-          void this.relinquish();
-          return;
-        }
-        const loop = this.loop();
-        if (loop.status !== 'running' && loop.status !== 'starting') {
-          void this.relinquish();
-          return;
-        }
-        if (readExtras(loop).cancelRequested) void this.stop('cancel');
-      } catch (error) {
-        this.deps.log.warn(`[loop ${this.ref.name}] lease renewal failed: ${String(error)}`);
-      }
-    }, every);
-    timer.unref?.();
-    this.disposers.push(() => clearInterval(timer));
   }
 
   private async failHard(error: unknown): Promise<void> {
