@@ -12,7 +12,6 @@ import type { AgentClient, AgentEvent, ModelRef } from '../opencode/agent-client
 import { parseModelRef } from '../opencode/agent-client';
 import type { LoopOpencode } from '../opencode/loop-opencode';
 import { attachPermissionResponder } from '../opencode/permission-responder';
-import type { PermissionRule } from '../opencode/agent-client';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { serverEventNotice } from '../opencode/server-supervisor';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
@@ -41,26 +40,13 @@ import type { CurrentSession, SupervisorContext, SupervisorDeps } from './superv
 import { PhaseWrites } from './phase-writes';
 import { LoopSpend } from './loop-spend';
 import { startLeaseRenewal } from './lease-renewal';
+import { SessionSpares, sessionTitle } from './session-spares';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
 
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
 const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
-
-/** The phase that usually follows `phase` (undefined when the loop usually ends). */
-function likelyNextPhase(phase: Phase): Phase | undefined {
-  switch (phase) {
-    case 'coding':
-      return 'auditing';
-    case 'auditing':
-      return 'coding';
-    case 'final_audit_fix':
-      return 'final_auditing';
-    default:
-      return undefined;
-  }
-}
 
 
 export class LoopSupervisor {
@@ -78,16 +64,8 @@ export class LoopSupervisor {
   private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
-  /**
-   * At most one empty session per role, created (and titled) for the phase likely to follow
-   * while the current session runs, so a hand-over needs no session round trip before its
-   * prompt. Unused ones are deleted when the loop's scope ends.
-   */
-  private spares = new Map<Role, { id: Promise<string | null>; title: string }>();
   /** The checkpoint commit made at the auditor's handoff (see startEarlyCheckpoint). */
   private earlyCheckpoint: { sessionId: string; index: number; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
-  /** A spare session taken for a phase gets its real title once its prompt is out. */
-  private pendingTitle: { sessionId: string; title: string } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
   private opening: Promise<LoopOpencode> | undefined;
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
@@ -100,6 +78,8 @@ export class LoopSupervisor {
   private readonly writes: PhaseWrites;
   /** Usage and budget. */
   private readonly spending: LoopSpend;
+  /** Sessions made ahead for the phase likely to follow. */
+  private readonly spares: SessionSpares;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -110,6 +90,7 @@ export class LoopSupervisor {
     this.ctx = { ref, deps, loop: () => this.loop() };
     this.writes = new PhaseWrites(this.ctx);
     this.spending = new LoopSpend(this.ctx);
+    this.spares = new SessionSpares(this.ctx, { client: () => this.client, agent: () => this.agent, over: () => this.ended || this.disposed });
   }
 
   private get repos(): ForgeRepositories {
@@ -241,7 +222,7 @@ export class LoopSupervisor {
     if (modelText) model = parseModelRef(modelText);
     let sessionId: string;
     try {
-      sessionId = await this.takeSession(role, this.sessionTitle(phase, state.iteration), model, readExtras(loop).userDenyRules);
+      sessionId = await this.spares.take(role, sessionTitle(this.ref, phase, state.iteration), model, readExtras(loop).userDenyRules);
     } catch (error) {
       this.deps.log.error(`[loop ${loop.name}] session creation failed: ${String(error)}`);
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
@@ -277,65 +258,13 @@ export class LoopSupervisor {
     // Housekeeping for opencode waits until the session shows activity (its model answered):
     // sent at once, it would compete with opencode starting the turn, which is what the user
     // waits for.
-    const rename = this.pendingTitle;
-    this.pendingTitle = undefined;
+    const rename = this.spares.takePendingTitle();
     const cur = this.current;
     if (cur) {
       cur.onFirstActivity = () => {
         if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
-        // The next hand-over's session, made while this one works, for the phase that most
-        // likely follows (a wrong guess costs a rename, or a session made at the hand-over).
-        const next = likelyNextPhase(phase);
-        // (Entering a coding pass costs an iteration; an audit keeps it.)
-        if (next) this.prepareSpare(roleOfPhase(next), this.sessionTitle(next, roleOfPhase(next) === 'auditor' ? state.iteration : state.iteration + 1));
-        // The last section's audit may as well lead to the final audit.
-        if (phase === 'auditing' && (state.sectionIndex === null || state.sectionIndex >= this.repos.sectionPlans.list(this.ref.projectId, this.ref.name).length - 1)) this.prepareSpare('auditor', this.sessionTitle('final_auditing', state.iteration));
+        this.spares.prepareFollowing(state);
       };
-    }
-  }
-
-  private sessionTitle(phase: Phase, iteration: number): string {
-    return `Forge ${this.ref.name} · ${phase} · iteration ${iteration}`;
-  }
-
-  private prepareSpare(role: Role, title: string): void {
-    if (this.spares.has(role) || this.ended || this.disposed || !this.client || !this.agent) return;
-    const created = this.client
-      .createSession({ title, agent: FORGE_AGENT_NAMES[role], permission: this.agent.permissionRuleset(role, readExtras(this.loop()).userDenyRules) })
-      .then(
-        (session) => session.id,
-        (error: unknown) => {
-          this.deps.log.debug(`[loop ${this.ref.name}] could not prepare a ${role} session ahead: ${String(error)}`);
-          return null;
-        },
-      );
-    this.spares.set(role, { id: created, title });
-  }
-
-  /** A session for the next phase: the spare of its role (renamed), else a new one. */
-  private async takeSession(role: Role, title: string, model: ModelRef | undefined, userDenyRules: PermissionRule[]): Promise<string> {
-    const spare = this.spares.get(role);
-    this.spares.delete(role);
-    const spareId = spare ? await spare.id : null;
-    if (spareId) {
-      if (spare!.title !== title) this.pendingTitle = { sessionId: spareId, title };
-      return spareId;
-    }
-    const created = await this.client!.createSession({
-      title,
-      agent: FORGE_AGENT_NAMES[role],
-      ...(model ? { model } : {}),
-      permission: this.agent!.permissionRuleset(role, userDenyRules),
-    });
-    return created.id;
-  }
-
-  /** Deletes the sessions prepared ahead that no phase used. */
-  private async dropSpares(): Promise<void> {
-    const pending = [...this.spares.values()].map((spare) => spare.id);
-    this.spares.clear();
-    for (const id of await Promise.all(pending)) {
-      if (id) await this.client?.deleteSession(id).catch(() => {});
     }
   }
 
@@ -805,7 +734,7 @@ export class LoopSupervisor {
       this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
     }
     const stopping = (async () => {
-      await this.dropSpares();
+      await this.spares.drop();
       // Ended while opencode was still starting: wait for it, so stopping it cannot be skipped
       // (nobody else would; the process would outlive Forge).
       if (!this.agent && this.opening) this.agent = await this.opening.catch(() => undefined);
