@@ -16,7 +16,6 @@ import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tool
 import { serverEventNotice } from '../opencode/server-supervisor';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
-import { sectionCheckpointMessage } from '../workspace';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
 import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
 import {
@@ -26,7 +25,6 @@ import {
   type LoopLimits,
   type LoopState,
   type Phase,
-  type Role,
   type TerminationReason,
 } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
@@ -41,6 +39,8 @@ import { PhaseWrites } from './phase-writes';
 import { LoopSpend } from './loop-spend';
 import { startLeaseRenewal } from './lease-renewal';
 import { SessionSpares, sessionTitle } from './session-spares';
+import { LoopFindings } from './loop-findings';
+import { SectionCheckpoints } from './section-checkpoints';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -58,14 +58,10 @@ export class LoopSupervisor {
   private disposers: Array<() => void | Promise<void>> = [];
   private ended = false;
   private disposed = false;
-  /** Last seen status of each finding, to report changes as they happen. */
-  private seenFindings = new Map<number, string>();
   /** Aborted sessions whose idle we wait for before the next prompt (one prompt at a time). */
   private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
-  /** The checkpoint commit made at the auditor's handoff (see startEarlyCheckpoint). */
-  private earlyCheckpoint: { sessionId: string; index: number; worktreeDir: string; commit: Promise<{ sha: string } | null> } | undefined;
   /** The loop's opencode coming up (a loop can end before it is). */
   private opening: Promise<LoopOpencode> | undefined;
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
@@ -78,6 +74,10 @@ export class LoopSupervisor {
   private readonly writes: PhaseWrites;
   /** Usage and budget. */
   private readonly spending: LoopSpend;
+  /** What the review findings say, and which changes were reported. */
+  private readonly findings: LoopFindings;
+  /** Section checkpoint commits, the early one included. */
+  private readonly checkpoints: SectionCheckpoints;
   /** Sessions made ahead for the phase likely to follow. */
   private readonly spares: SessionSpares;
 
@@ -90,6 +90,8 @@ export class LoopSupervisor {
     this.ctx = { ref, deps, loop: () => this.loop() };
     this.writes = new PhaseWrites(this.ctx);
     this.spending = new LoopSpend(this.ctx);
+    this.findings = new LoopFindings(this.ctx);
+    this.checkpoints = new SectionCheckpoints(this.ctx, this.findings);
     this.spares = new SessionSpares(this.ctx, { client: () => this.client, agent: () => this.agent, over: () => this.ended || this.disposed });
   }
 
@@ -143,7 +145,7 @@ export class LoopSupervisor {
     // waited for the start and stopped the server.
     if (this.ended || this.disposed) return;
     this.client = this.agent.client;
-    for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) this.seenFindings.set(f.id, `${f.status}:${f.updatedAt}`);
+    this.findings.prime();
     this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: this.agent.server.marker() ?? null });
     const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
     const client = this.client;
@@ -318,7 +320,7 @@ export class LoopSupervisor {
       const first = cur.onFirstActivity;
       cur.onFirstActivity = undefined;
       first?.();
-      if (event.kind === 'tool' && event.tool === HANDOFF_TOOL && event.toolStatus === 'completed' && event.sessionId === cur.id) this.startEarlyCheckpoint(cur);
+      if (event.kind === 'tool' && event.tool === HANDOFF_TOOL && event.toolStatus === 'completed' && event.sessionId === cur.id) this.checkpoints.startEarly(cur);
       if (event.kind === 'tool' && event.tool) {
         const key = `${event.messageId}:${event.tool}`;
         if (event.toolStatus === 'pending' || event.toolStatus === 'running') cur.runningTools.add(key);
@@ -383,12 +385,12 @@ export class LoopSupervisor {
       return;
     }
     cur.inFlight = false;
-    this.reportFindingChanges();
+    this.findings.reportChanges();
     const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
     const state = readExtras(loop).loopState;
     let event: LoopEvent;
     if (handoff) {
-      event = this.handoffEvent(handoff.role, state);
+      event = this.findings.handoffEvent(handoff.role, state);
       const fields = handoff.role === 'auditor' ? { lastAuditSummary: (handoff.payload as { summary?: string }).summary ?? null } : { lastCoderHandoff: JSON.stringify(handoff.payload) };
       this.writes.defer((repos) => repos.loops.setLargeFields(this.ref.projectId, loop.name, fields));
     } else {
@@ -415,18 +417,6 @@ export class LoopSupervisor {
     if (usageFirst) await this.spending.recordUsage(this.client, cur);
     await this.applyTransition(next);
     if (!usageFirst) await this.spending.recordUsage(this.client, cur);
-  }
-
-  /**
-   * The transition table's event for a handoff of `role`, with the findings open now. A check's
-   * finding does not count here: only its check can close it, and the gate that follows a
-   * clean audit runs that check again.
-   */
-  private handoffEvent(role: Role, state: LoopState): LoopEvent {
-    const open = this.repos.reviewFindings.listOpen(this.ref.projectId, this.ref.name).filter((f) => f.source !== 'check');
-    const bugs = open.filter((f) => f.severity === 'bug');
-    const openBugsInSection = state.sectionIndex === null ? 0 : bugs.filter((f) => f.sectionIndex === state.sectionIndex).length;
-    return { type: 'handoff', role, openBugsInSection, openBugs: bugs.length, openFindings: open.length };
   }
 
   /**
@@ -462,63 +452,11 @@ export class LoopSupervisor {
         },
         request,
       );
-      this.reportFindingChanges();
+      this.findings.reportChanges();
       if (outcome.kind === 'cancelled' || abort.signal.aborted) return nextTransition(this.state(), { type: 'cancel' }, this.limits());
       return nextTransition(this.state(), outcome.event, this.limits());
     } finally {
       this.gateAbort = undefined;
-    }
-  }
-
-  /**
-   * The auditor handed off and, as things stand, the section is complete: make its checkpoint
-   * commit now, while the auditor's turn winds down, instead of between the sessions. At idle
-   * the table decides: the commit stands if the section completes (it holds exactly what the
-   * auditor approved), and is taken back (its changes stay staged) if not.
-   */
-  private startEarlyCheckpoint(cur: CurrentSession): void {
-    if (cur.role !== 'auditor' || this.earlyCheckpoint?.sessionId === cur.id) return;
-    const loop = this.loop();
-    const state = readExtras(loop).loopState;
-    const handoff = this.repos.handoffs.forSession(this.ref.projectId, loop.name, cur.id);
-    if (!handoff || handoff.role !== 'auditor' || !loop.worktreeDir) return;
-    const predicted = nextTransition(state, this.handoffEvent('auditor', state), readExtras(loop).limits);
-    // A gated checkpoint waits for its checks: no early commit.
-    const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' || predicted.kind === 'run_checks' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
-    if (!complete || complete.type !== 'complete_section') return;
-    const worktreeDir = loop.worktreeDir;
-    const commit = this.deps.worktrees.commitAll(worktreeDir, this.checkpointMessage(complete.index)).then((sha) => (sha ? { sha } : null));
-    // Failures surface at idle, where the ordinary commit runs instead.
-    commit.catch((e: unknown) => this.deps.log.debug(`[loop ${this.ref.name}] early checkpoint: ${String(e)}`));
-    this.earlyCheckpoint = { sessionId: cur.id, index: complete.index, worktreeDir, commit };
-  }
-
-  private checkpointMessage(index: number): string {
-    const section = this.repos.sectionPlans.get(this.ref.projectId, this.ref.name, index);
-    return sectionCheckpointMessage(index + 1, section?.title ?? `section ${index + 1}`);
-  }
-
-  /** Takes back an early checkpoint the table did not confirm (its changes stay staged). */
-  private async settleEarlyCheckpoint(confirmedIndex: number | null): Promise<{ sha: string } | 'none' | undefined> {
-    const early = this.earlyCheckpoint;
-    this.earlyCheckpoint = undefined;
-    if (!early) return undefined;
-    const made = await early.commit.catch(() => undefined);
-    if (made === undefined) return undefined; // failed: the ordinary commit runs (and reports)
-    if (early.index === confirmedIndex) return made ? { sha: made.sha } : 'none';
-    if (made) {
-      const undone = await this.deps.worktrees.undoLastCommit(early.worktreeDir, made.sha).catch(() => false);
-      this.deps.log.info(`[loop ${this.ref.name}] the section did not complete after all: ${undone ? 'took back' : 'could not take back'} the early checkpoint ${made.sha.slice(0, 12)}`);
-    }
-    return undefined;
-  }
-
-  private reportFindingChanges(): void {
-    for (const f of this.repos.reviewFindings.listByLoop(this.ref.projectId, this.ref.name)) {
-      const mark = `${f.status}:${f.updatedAt}`;
-      if (this.seenFindings.get(f.id) === mark) continue;
-      this.seenFindings.set(f.id, mark);
-      this.deps.emit({ type: 'loop.finding', loop: this.ref, finding: f });
     }
   }
 
@@ -572,7 +510,7 @@ export class LoopSupervisor {
     }
     // Checkpoints go to git first: if the process dies right after, the next audit finds the
     // section clean again and the commit is not repeated (nothing left to commit).
-    await this.applyGitEffects(t.effects, before);
+    await this.checkpoints.applyGitEffects(t.effects, before);
     if (t.kind === 'terminate') {
       await this.terminate(t.event, t.to, t.reason, t.effects);
       return;
@@ -624,16 +562,6 @@ export class LoopSupervisor {
       await this.abortSession(previous.id);
     }
     await this.runPhase(delayMs);
-  }
-
-  private async applyGitEffects(effects: TransitionEffect[], loop: LoopRow): Promise<void> {
-    const completes = effects.filter((e): e is Extract<TransitionEffect, { type: 'complete_section' }> => e.type === 'complete_section');
-    const early = await this.settleEarlyCheckpoint(completes.length === 1 ? completes[0]!.index : null);
-    for (const e of completes) {
-      const message = this.checkpointMessage(e.index);
-      const sha = early === undefined ? await this.deps.worktrees.commitAll(loop.worktreeDir!, message) : early === 'none' ? null : early.sha;
-      if (sha) this.deps.emit({ type: 'loop.commit', loop: this.ref, sha, message: message.split('\n')[0]! });
-    }
   }
 
   private async terminate(event: string, state: LoopState, reason: TerminationReason, effects: TransitionEffect[]): Promise<void> {
