@@ -31,8 +31,6 @@ import { nextTransition, type LoopEvent, type Transition, type TransitionEffect 
 import { readExtras } from './loop-extras';
 import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
-import type { CheckExecutor } from '../checks';
-import { runGate } from './loop-gate';
 import { hasBudget } from './budget';
 import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
 import { PhaseWrites } from './phase-writes';
@@ -41,6 +39,7 @@ import { startLeaseRenewal } from './lease-renewal';
 import { SessionSpares, sessionTitle } from './session-spares';
 import { LoopFindings } from './loop-findings';
 import { SectionCheckpoints } from './section-checkpoints';
+import { GatePass } from './gate-pass';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -64,8 +63,6 @@ export class LoopSupervisor {
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
   /** The loop's opencode coming up (a loop can end before it is). */
   private opening: Promise<LoopOpencode> | undefined;
-  /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
-  private gateAbort: AbortController | undefined;
   /** The loop's own sessions (their subagents' parts go to the live feed too). */
   private readonly liveRoots = new Set<string>();
   /** What the supervisor's parts share (see supervisor-deps.ts). */
@@ -78,6 +75,8 @@ export class LoopSupervisor {
   private readonly findings: LoopFindings;
   /** Section checkpoint commits, the early one included. */
   private readonly checkpoints: SectionCheckpoints;
+  /** The verification gate's checks, run between an audit and its gated step. */
+  private readonly gate: GatePass;
   /** Sessions made ahead for the phase likely to follow. */
   private readonly spares: SessionSpares;
 
@@ -92,6 +91,7 @@ export class LoopSupervisor {
     this.spending = new LoopSpend(this.ctx);
     this.findings = new LoopFindings(this.ctx);
     this.checkpoints = new SectionCheckpoints(this.ctx, this.findings);
+    this.gate = new GatePass(this.ctx, this.writes, this.findings);
     this.spares = new SessionSpares(this.ctx, { client: () => this.client, agent: () => this.agent, over: () => this.ended || this.disposed });
   }
 
@@ -408,7 +408,7 @@ export class LoopSupervisor {
       next = nextTransition(state, { type: 'idle_without_handoff' }, readExtras(loop).limits);
     }
     // A clean audit whose step is gated: Forge runs the checks, and their result moves the loop.
-    if (next.kind === 'run_checks') next = await this.passGate(next);
+    if (next.kind === 'run_checks') next = await this.gate.pass(next);
     // Reading the session's usage is a round trip to opencode: after the next prompt is out
     // (it only adds rows of its own), but before a terminal transition so the ended loop's
     // totals are complete.
@@ -417,47 +417,6 @@ export class LoopSupervisor {
     if (usageFirst) await this.spending.recordUsage(this.client, cur);
     await this.applyTransition(next);
     if (!usageFirst) await this.spending.recordUsage(this.client, cur);
-  }
-
-  /**
-   * Runs the checks a clean audit's gated step needs (loop-gate.ts) and gives the transition
-   * their result makes: the step, or back to coding. Caller holds the lock; no session runs.
-   */
-  private async passGate(request: Extract<Transition, { kind: 'run_checks' }>): Promise<Transition> {
-    const loop = this.loop();
-    const extras = readExtras(loop);
-    const abort = new AbortController();
-    this.gateAbort = abort;
-    try {
-      // Writes of the hand-over that led here go first (the gate's own writes follow them).
-      this.writes.flush();
-      this.writes.emitEvents();
-      let exec: CheckExecutor;
-      try {
-        exec = await this.deps.checkExecutor(loop);
-      } catch (error) {
-        this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: (error as Error).message });
-        return { kind: 'terminate', event: 'sandbox_lost', to: extras.loopState, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] };
-      }
-      const outcome = await runGate(
-        {
-          db: this.deps.db,
-          projectId: this.ref.projectId,
-          loopName: this.ref.name,
-          worktreeDir: loop.worktreeDir!,
-          extras,
-          exec,
-          signal: abort.signal,
-          onRun: (run) => this.deps.emit({ type: 'loop.check', loop: this.ref, run }),
-        },
-        request,
-      );
-      this.findings.reportChanges();
-      if (outcome.kind === 'cancelled' || abort.signal.aborted) return nextTransition(this.state(), { type: 'cancel' }, this.limits());
-      return nextTransition(this.state(), outcome.event, this.limits());
-    } finally {
-      this.gateAbort = undefined;
-    }
   }
 
   private async watchdogTick(): Promise<void> {
@@ -489,7 +448,7 @@ export class LoopSupervisor {
   /** Applies one transition: persist state + log row atomically, then its effects. Caller holds the lock. */
   private async applyTransition(t: Transition): Promise<void> {
     if (t.kind === 'run_checks') {
-      await this.applyTransition(await this.passGate(t));
+      await this.applyTransition(await this.gate.pass(t));
       return;
     }
     if (t.kind === 'ignore') {
@@ -614,7 +573,7 @@ export class LoopSupervisor {
   /** Terminates through the table (cancel, shutdown). */
   stop(kind: 'cancel' | 'shutdown' | 'user_abort'): Promise<void> {
     // A check running under the lock would hold the stop back until it ends.
-    this.gateAbort?.abort();
+    this.gate.abort();
     return this.locked(kind, async () => {
       await this.applyTransition(nextTransition(this.state(), { type: kind }, this.limits()));
     });
