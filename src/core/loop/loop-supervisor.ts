@@ -8,12 +8,9 @@
  * idle gate expired); every event is handled under the loop's lock; phases change only through
  * the pure transition table, each persisted together with its transition-log row.
  */
-import type { AgentClient, AgentEvent, ModelRef } from '../opencode/agent-client';
+import type { AgentEvent, ModelRef } from '../opencode/agent-client';
 import { parseModelRef } from '../opencode/agent-client';
-import type { LoopOpencode } from '../opencode/loop-opencode';
-import { attachPermissionResponder } from '../opencode/permission-responder';
 import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
-import { serverEventNotice } from '../opencode/server-supervisor';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
@@ -40,6 +37,7 @@ import { SessionSpares, sessionTitle } from './session-spares';
 import { LoopFindings } from './loop-findings';
 import { SectionCheckpoints } from './section-checkpoints';
 import { GatePass } from './gate-pass';
+import { LoopScope } from './loop-scope';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -50,19 +48,13 @@ const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
 
 export class LoopSupervisor {
   readonly ref: LoopRef;
-  private agent: LoopOpencode | undefined;
-  private client: AgentClient | undefined;
   private current: CurrentSession | undefined;
   private lock: Promise<void> = Promise.resolve();
-  private disposers: Array<() => void | Promise<void>> = [];
   private ended = false;
-  private disposed = false;
   /** Aborted sessions whose idle we wait for before the next prompt (one prompt at a time). */
   private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
-  /** The loop's opencode coming up (a loop can end before it is). */
-  private opening: Promise<LoopOpencode> | undefined;
   /** The loop's own sessions (their subagents' parts go to the live feed too). */
   private readonly liveRoots = new Set<string>();
   /** What the supervisor's parts share (see supervisor-deps.ts). */
@@ -79,6 +71,8 @@ export class LoopSupervisor {
   private readonly gate: GatePass;
   /** Sessions made ahead for the phase likely to follow. */
   private readonly spares: SessionSpares;
+  /** The loop's opencode, listeners and timers in this process, and their release. */
+  private readonly scope: LoopScope;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -92,7 +86,14 @@ export class LoopSupervisor {
     this.findings = new LoopFindings(this.ctx);
     this.checkpoints = new SectionCheckpoints(this.ctx, this.findings);
     this.gate = new GatePass(this.ctx, this.writes, this.findings);
-    this.spares = new SessionSpares(this.ctx, { client: () => this.client, agent: () => this.agent, over: () => this.ended || this.disposed });
+    this.spares = new SessionSpares(this.ctx, { client: () => this.scope.client, agent: () => this.scope.agent, over: () => this.ended || this.scope.disposed });
+    this.scope = new LoopScope(this.ctx, {
+      recordLast: () => {
+        this.writes.flush();
+        this.writes.emitEvents();
+      },
+      dropSpares: () => this.spares.drop(),
+    });
   }
 
   private get repos(): ForgeRepositories {
@@ -108,7 +109,7 @@ export class LoopSupervisor {
   /** Serialises everything that touches this loop (SPEC §2: per-loop lock). */
   private locked(what: string, fn: () => Promise<void>): Promise<void> {
     const run = this.lock.then(async () => {
-      if (this.ended || this.disposed) return;
+      if (this.ended || this.scope.disposed) return;
       try {
         await fn();
       } catch (error) {
@@ -124,7 +125,7 @@ export class LoopSupervisor {
   async begin(event: string): Promise<void> {
     const loop = this.loop();
     const extras = readExtras(loop);
-    this.disposers.push(
+    this.scope.add(
       startLeaseRenewal(this.ctx, {
         ended: () => this.ended,
         relinquish: () => void this.relinquish(),
@@ -132,8 +133,7 @@ export class LoopSupervisor {
       }),
     );
     try {
-      this.opening = this.deps.openAgent(loop, extras);
-      this.agent = await this.opening;
+      await this.scope.open(loop, extras);
     } catch (error) {
       await this.locked('start opencode', async () => {
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: `opencode could not start: ${(error as Error).message}` });
@@ -143,45 +143,25 @@ export class LoopSupervisor {
     }
     // The loop ended (cancel) while its opencode server was starting: the scope's disposal
     // waited for the start and stopped the server.
-    if (this.ended || this.disposed) return;
-    this.client = this.agent.client;
+    if (this.ended || this.scope.disposed) return;
     this.findings.prime();
-    this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: this.agent.server.pid() ?? null, opencodeMarker: this.agent.server.marker() ?? null });
-    const unsubscribe = this.client.subscribe((e) => this.onAgentEvent(e));
-    const client = this.client;
-    this.deps.live?.reader(this.ref, (sessionId) => client.liveParts(sessionId));
-    this.disposers.push(() => this.deps.live?.reader(this.ref, null));
-    const detachPermissions = attachPermissionResponder({
-      client: this.client,
-      resolve: (root) =>
-        this.current && root === this.current.id
-          ? this.agent!.permissionOptions(this.current.role, extras.userDenyRules)
-          : undefined,
-      log: (entry) => this.deps.log.info(`[loop ${this.ref.name}] permission ${JSON.stringify(entry)}`),
-      onError: (e) => this.deps.log.warn(`[loop ${this.ref.name}] permission reply failed: ${String(e)}`),
-    });
-    const detachServer = this.agent.server.onEvent((e) => {
-      const notice = serverEventNotice(e);
-      if (notice) this.deps.emit({ type: 'loop.notice', loop: this.ref, ...notice });
-      if (e.type === 'gave-up') {
+    this.scope.attach(extras, {
+      onAgentEvent: (e) => this.onAgentEvent(e),
+      current: () => this.current,
+      serverGaveUp: (error) =>
         void this.locked('opencode gave up', async () => {
-          await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${e.error}` }, this.limits()));
-        });
-      } else if (e.type === 'started' && e.generation > 1) {
-        // A restarted server has a new marker too: a takeover must find its processes, not the dead one's.
-        this.deps.repos.loops.mergeState(this.ref.projectId, this.ref.name, { opencodePid: e.pid ?? null, opencodeMarker: e.marker ?? null });
-        // In-flight work died with the old process: the phase restarts in a fresh session.
+          await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${error}` }, this.limits()));
+        }),
+      // In-flight work died with the old process: the phase restarts in a fresh session.
+      serverRestarted: (generation) =>
         void this.locked('opencode restarted', async () => {
           // A session made on the restarted server (the lost one's retry, prompted while this
           // waited for the lock) lost nothing: aborting it would cost the phase another error.
-          if (!this.current || this.current.serverGeneration >= e.generation) return;
+          if (!this.current || this.current.serverGeneration >= generation) return;
           await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: 'opencode restarted and lost the session in flight' }, this.limits()));
-        });
-      }
+        }),
+      watchdogTick: () => void this.watchdogTick(),
     });
-    const watchdog = setInterval(() => void this.watchdogTick(), Math.max(100, Math.min(1000, Math.floor(extras.timing.stallTimeoutMs / 4))));
-    watchdog.unref?.();
-    this.disposers.push(unsubscribe, detachPermissions, detachServer, () => clearInterval(watchdog));
     await this.locked('begin', async () => {
       await this.runPhase(event === 'start' ? 0 : 0);
     });
@@ -205,8 +185,8 @@ export class LoopSupervisor {
   /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
   private async runPhase(delayMs: number, pendingState?: LoopState): Promise<void> {
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
-    if (this.ended || this.disposed) return;
-    const client = this.client!;
+    if (this.ended || this.scope.disposed) return;
+    const client = this.scope.client!;
     let loop = this.loop();
     // A phase change not yet written (it goes into the new attempt's transaction below).
     const state = pendingState ?? readExtras(loop).loopState;
@@ -248,11 +228,11 @@ export class LoopSupervisor {
       attemptId: attempt.id,
       inFlight: true,
       variant,
-      serverGeneration: this.agent!.server.generation(),
+      serverGeneration: this.scope.agent!.server.generation(),
     };
     this.liveRoots.add(sessionId);
     this.deps.live?.session(this.ref, { sessionId, parentSessionId: null, phase, iteration: state.iteration, startedAt: now });
-    this.agent!.scope.setActiveSession({ sessionId, role });
+    this.scope.agent!.scope.setActiveSession({ sessionId, role });
     client.watchSession(sessionId);
     this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
     const text = buildPhasePrompt(promptContextFor(this.repos, loop, state));
@@ -264,7 +244,7 @@ export class LoopSupervisor {
     const cur = this.current;
     if (cur) {
       cur.onFirstActivity = () => {
-        if (rename) void this.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
+        if (rename) void this.scope.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
         this.spares.prepareFollowing(state);
       };
     }
@@ -279,7 +259,7 @@ export class LoopSupervisor {
     const role = cur.role;
     try {
       if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_dispatched', loop: this.ref, sessionId: cur.id, at: performance.now() });
-      await this.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
+      await this.scope.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
       if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_sent', loop: this.ref, sessionId: cur.id, at: performance.now() });
     } catch (error) {
       this.deps.log.warn(`[loop ${this.ref.name}] prompt failed: ${String(error)}`);
@@ -296,7 +276,7 @@ export class LoopSupervisor {
       this.settleWaiters.set(sessionId, resolve);
       setTimeout(resolve, 5000).unref?.();
     });
-    await this.client?.abort(sessionId).catch(() => {});
+    await this.scope.client?.abort(sessionId).catch(() => {});
     await settled;
     this.settleWaiters.delete(sessionId);
   }
@@ -333,7 +313,7 @@ export class LoopSupervisor {
       return;
     }
     if (event.type === 'question.asked' && event.rootSessionId === cur.id) {
-      void this.client!.rejectQuestion(event.requestId).catch(() => {});
+      void this.scope.client!.rejectQuestion(event.requestId).catch(() => {});
       return;
     }
     if (event.type === 'session.idle' && event.sessionId === cur.id) {
@@ -347,7 +327,7 @@ export class LoopSupervisor {
       void this.locked('session error', async () => {
         if (this.current?.id !== cur.id) return;
         this.writes.finishAttempt('failed', event.error.message, cur.attemptId);
-        await this.spending.recordUsage(this.client, cur);
+        await this.spending.recordUsage(this.scope.client, cur);
         this.current = undefined;
         // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
         const { malformed, summary } = summarizeModelError(event.error);
@@ -414,9 +394,9 @@ export class LoopSupervisor {
     // totals are complete.
     // With a budget, the hand-over's decision needs this session's spend first.
     const usageFirst = next.kind === 'terminate' || hasBudget(readExtras(loop).budget);
-    if (usageFirst) await this.spending.recordUsage(this.client, cur);
+    if (usageFirst) await this.spending.recordUsage(this.scope.client, cur);
     await this.applyTransition(next);
-    if (!usageFirst) await this.spending.recordUsage(this.client, cur);
+    if (!usageFirst) await this.spending.recordUsage(this.scope.client, cur);
   }
 
   private async watchdogTick(): Promise<void> {
@@ -431,7 +411,7 @@ export class LoopSupervisor {
         this.current = undefined;
         await this.abortSession(cur.id);
         this.writes.finishAttempt('failed', 'stalled', cur.attemptId);
-        await this.spending.recordUsage(this.client, cur);
+        await this.spending.recordUsage(this.scope.client, cur);
         await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
       });
     } else if (cur.runningTools.size > 0 && quietFor > timing.busyStallTimeoutMs) {
@@ -531,7 +511,7 @@ export class LoopSupervisor {
     if (cur) {
       await this.abortSession(cur.id);
       this.writes.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
-      if (this.client) await this.spending.recordUsage(this.client, cur);
+      if (this.scope.client) await this.spending.recordUsage(this.scope.client, cur);
     }
     const status = terminationStatusFor(reason);
     // Paused (budget): the loop waits for the user with its worktree as the agents left it,
@@ -543,7 +523,7 @@ export class LoopSupervisor {
     // The last commit (and merge) runs while opencode stops: the session is over, and git and
     // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
     let mergeText: string | null = null;
-    await this.disposeScope(
+    await this.scope.dispose(
       !paused,
       paused
         ? undefined
@@ -586,7 +566,7 @@ export class LoopSupervisor {
     const cur = this.current;
     this.current = undefined;
     if (cur) await this.abortSession(cur.id);
-    await this.disposeScope(false);
+    await this.scope.dispose(false);
     const event = { type: 'loop.supervision_lost' as const, loop: this.ref };
     this.deps.emit(event);
     this.endedResolve(event);
@@ -598,49 +578,7 @@ export class LoopSupervisor {
       await this.terminate('internal_error', this.state(), { kind: 'error_max_retries', message: `internal error: ${(error as Error).message}` }, []);
     } catch (e) {
       this.deps.log.error(`[loop ${this.ref.name}] could not record the failure: ${String(e)}`);
-      await this.disposeScope(false);
+      await this.scope.dispose(false);
     }
-  }
-
-  /** Releases the loop's scope; `alongside` (the last commit) runs while opencode stops, and is awaited before the lease goes. */
-  private async disposeScope(ended: boolean, alongside?: Promise<void>): Promise<void> {
-    if (this.disposed) return;
-    this.disposed = true;
-    for (const d of this.disposers.reverse()) {
-      try {
-        await d();
-      } catch {
-        /* keep releasing */
-      }
-    }
-    this.disposers = [];
-    try {
-      this.writes.flush();
-      this.writes.emitEvents();
-    } catch (e) {
-      this.deps.log.warn(`[loop ${this.ref.name}] recording the last hand-over: ${String(e)}`);
-    }
-    const stopping = (async () => {
-      await this.spares.drop();
-      // Ended while opencode was still starting: wait for it, so stopping it cannot be skipped
-      // (nobody else would; the process would outlive Forge).
-      if (!this.agent && this.opening) this.agent = await this.opening.catch(() => undefined);
-      if (this.agent) {
-        this.agent.scope.setActiveSession(undefined);
-        await this.agent.stop().catch((e) => this.deps.log.warn(`[loop ${this.ref.name}] stopping opencode: ${String(e)}`));
-      }
-    })();
-    await Promise.all([stopping, alongside]);
-    try {
-      await this.deps.releaseSandbox(this.loop(), ended);
-    } catch (e) {
-      this.deps.log.warn(`[loop ${this.ref.name}] releasing the sandbox: ${String(e)}`);
-    }
-    try {
-      this.repos.loops.releaseLease(this.ref.projectId, this.ref.name, this.deps.supervisorId);
-    } catch {
-      /* the row may be gone */
-    }
-    this.deps.onDisposed(this.ref);
   }
 }
