@@ -1,43 +1,39 @@
 /**
- * Drives one loop while this process supervises it: the per-loop scope. It owns the loop's
- * opencode server, its event subscription, its watchdog and lease timers and its sandbox, and
- * releases all of them when the loop ends (or when another process takes supervision over).
+ * Drives one loop while this process supervises it: it decides, through the pure transition
+ * table, what each event of the loop's session means and which phase runs next. Its parts live
+ * beside it: the scope it holds in this process (loop-scope.ts: opencode, listeners, timers and
+ * their release), the phase's session (phase-session.ts), sessions made ahead
+ * (session-spares.ts), storage writes (phase-writes.ts), spend (loop-spend.ts), findings
+ * (loop-findings.ts), checkpoints (section-checkpoints.ts), the gate (gate-pass.ts) and the
+ * lease (lease-renewal.ts).
  *
  * Invariants (SPEC §2): one prompt in flight per loop; an idle counts only from the loop's
  * current session and only after that session was seen busy since Forge's last prompt (or the
  * idle gate expired); every event is handled under the loop's lock; phases change only through
  * the pure transition table, each persisted together with its transition-log row.
  */
-import type { AgentEvent, ModelRef } from '../opencode/agent-client';
-import { parseModelRef } from '../opencode/agent-client';
-import { FORGE_AGENT_NAMES, FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
+import type { AgentEvent } from '../opencode/agent-client';
+import { FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
 import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
-import {
-  roleOfPhase,
-  terminationReasonToString,
-  terminationStatusFor,
-  type LoopLimits,
-  type LoopState,
-  type Phase,
-  type TerminationReason,
-} from './state';
+import { terminationReasonToString, terminationStatusFor, type LoopLimits, type LoopState, type TerminationReason } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
 import { readExtras } from './loop-extras';
 import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import { hasBudget } from './budget';
-import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
+import type { SupervisorContext, SupervisorDeps } from './supervisor-deps';
 import { PhaseWrites } from './phase-writes';
 import { LoopSpend } from './loop-spend';
 import { startLeaseRenewal } from './lease-renewal';
-import { SessionSpares, sessionTitle } from './session-spares';
+import { SessionSpares } from './session-spares';
 import { LoopFindings } from './loop-findings';
 import { SectionCheckpoints } from './section-checkpoints';
 import { GatePass } from './gate-pass';
 import { LoopScope } from './loop-scope';
+import { PhaseSessions } from './phase-session';
 
 export { readExtras, type LoopTiming, type StoredLoopExtras } from './loop-extras';
 export type { EngineLog, SupervisorDeps } from './supervisor-deps';
@@ -45,18 +41,12 @@ export type { EngineLog, SupervisorDeps } from './supervisor-deps';
 /** opencode's name of Forge's handoff tool (MCP server name, underscore, tool name). */
 const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
 
-
 export class LoopSupervisor {
   readonly ref: LoopRef;
-  private current: CurrentSession | undefined;
   private lock: Promise<void> = Promise.resolve();
   private ended = false;
-  /** Aborted sessions whose idle we wait for before the next prompt (one prompt at a time). */
-  private settleWaiters = new Map<string, () => void>();
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
-  /** The loop's own sessions (their subagents' parts go to the live feed too). */
-  private readonly liveRoots = new Set<string>();
   /** What the supervisor's parts share (see supervisor-deps.ts). */
   private readonly ctx: SupervisorContext;
   /** Storage writes around phase changes, some deferred to the next transaction. */
@@ -73,6 +63,8 @@ export class LoopSupervisor {
   private readonly spares: SessionSpares;
   /** The loop's opencode, listeners and timers in this process, and their release. */
   private readonly scope: LoopScope;
+  /** The phase's session: opening, prompting, aborting it. */
+  private readonly sessions: PhaseSessions;
 
   constructor(
     private readonly deps: SupervisorDeps,
@@ -94,6 +86,7 @@ export class LoopSupervisor {
       },
       dropSpares: () => this.spares.drop(),
     });
+    this.sessions = new PhaseSessions(this.ctx, this.scope, this.spares, this.writes);
   }
 
   private get repos(): ForgeRepositories {
@@ -147,7 +140,7 @@ export class LoopSupervisor {
     this.findings.prime();
     this.scope.attach(extras, {
       onAgentEvent: (e) => this.onAgentEvent(e),
-      current: () => this.current,
+      current: () => this.sessions.current,
       serverGaveUp: (error) =>
         void this.locked('opencode gave up', async () => {
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: `opencode server is down: ${error}` }, this.limits()));
@@ -157,7 +150,7 @@ export class LoopSupervisor {
         void this.locked('opencode restarted', async () => {
           // A session made on the restarted server (the lost one's retry, prompted while this
           // waited for the lock) lost nothing: aborting it would cost the phase another error.
-          if (!this.current || this.current.serverGeneration >= generation) return;
+          if (!this.sessions.current || this.sessions.current.serverGeneration >= generation) return;
           await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: 'opencode restarted and lost the session in flight' }, this.limits()));
         }),
       watchdogTick: () => void this.watchdogTick(),
@@ -175,23 +168,13 @@ export class LoopSupervisor {
     return readExtras(this.loop()).limits;
   }
 
-  private modelFor(phase: Phase, loop: LoopRow, state: LoopState): string | null {
-    if (roleOfPhase(phase) === 'code') return loop.model;
-    const extras = readExtras(loop);
-    if (state.auditorModelIndex >= 0) return extras.limits.auditorFallbackModels[state.auditorModelIndex] ?? loop.auditorModel;
-    return loop.auditorModel ?? loop.model;
-  }
-
   /** A fresh session in the persisted phase, prompted for it. Caller holds the lock. */
   private async runPhase(delayMs: number, pendingState?: LoopState): Promise<void> {
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
     if (this.ended || this.scope.disposed) return;
-    const client = this.scope.client!;
-    let loop = this.loop();
-    // A phase change not yet written (it goes into the new attempt's transaction below).
+    const loop = this.loop();
+    // A phase change not yet written (it goes into the new attempt's transaction).
     const state = pendingState ?? readExtras(loop).loopState;
-    const phase = state.phase;
-    const role = roleOfPhase(phase);
     try {
       await this.deps.checkSandbox(loop);
     } catch (error) {
@@ -199,100 +182,24 @@ export class LoopSupervisor {
       await this.applyTransition({ kind: 'terminate', event: 'sandbox_lost', to: state, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] });
       return;
     }
-    const modelText = this.modelFor(phase, loop, state);
-    let model: ModelRef | undefined;
-    if (modelText) model = parseModelRef(modelText);
-    let sessionId: string;
-    try {
-      sessionId = await this.spares.take(role, sessionTitle(this.ref, phase, state.iteration), model, readExtras(loop).userDenyRules);
-    } catch (error) {
-      this.deps.log.error(`[loop ${loop.name}] session creation failed: ${String(error)}`);
+    const opened = await this.sessions.open(loop, state);
+    if (!opened) {
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
       return;
     }
-    // The variant belongs to the coding model: auditor sessions on that same model use it too.
-    const variant = readExtras(loop).variant && modelText === loop.model ? readExtras(loop).variant : undefined;
-    const { attempt, updated } = this.writes.startAttempt(loop, state, { sessionId, model: modelText, variant });
-    loop = updated;
-    const now = Date.now();
-    this.current = {
-      id: sessionId,
-      phase,
-      role,
-      model: modelText,
-      promptSentAt: now,
-      seenBusy: false,
-      lastProgressAt: now,
-      runningTools: new Set(),
-      retryAttempt: 0,
-      attemptId: attempt.id,
-      inFlight: true,
-      variant,
-      serverGeneration: this.scope.agent!.server.generation(),
-    };
-    this.liveRoots.add(sessionId);
-    this.deps.live?.session(this.ref, { sessionId, parentSessionId: null, phase, iteration: state.iteration, startedAt: now });
-    this.scope.agent!.scope.setActiveSession({ sessionId, role });
-    client.watchSession(sessionId);
-    this.deps.emit({ type: 'loop.session', loop: this.ref, sessionId, phase, model: modelText });
-    const text = buildPhasePrompt(promptContextFor(this.repos, loop, state));
-    await this.sendPrompt(text);
-    // Housekeeping for opencode waits until the session shows activity (its model answered):
-    // sent at once, it would compete with opencode starting the turn, which is what the user
-    // waits for.
-    const rename = this.spares.takePendingTitle();
-    const cur = this.current;
-    if (cur) {
-      cur.onFirstActivity = () => {
-        if (rename) void this.scope.client!.setSessionTitle(rename.sessionId, rename.title).catch((e) => this.deps.log.debug(`[loop ${this.ref.name}] renaming ${rename.sessionId}: ${String(e)}`));
-        this.spares.prepareFollowing(state);
-      };
-    }
+    await this.sendPrompt(buildPhasePrompt(promptContextFor(this.repos, opened, state)));
+    this.sessions.afterFirstActivity(state);
   }
 
   private async sendPrompt(text: string): Promise<void> {
-    const cur = this.current!;
-    cur.promptSentAt = Date.now();
-    cur.lastProgressAt = cur.promptSentAt;
-    cur.seenBusy = false;
-    cur.inFlight = true;
-    const role = cur.role;
-    try {
-      if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_dispatched', loop: this.ref, sessionId: cur.id, at: performance.now() });
-      await this.scope.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
-      if (this.deps.onTiming) this.deps.onTiming({ mark: 'prompt_sent', loop: this.ref, sessionId: cur.id, at: performance.now() });
-    } catch (error) {
-      this.deps.log.warn(`[loop ${this.ref.name}] prompt failed: ${String(error)}`);
-      await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: `prompt could not be sent: ${(error as Error).message}` }, this.limits()));
-    }
-  }
-
-  /**
-   * Aborts a session and waits until opencode reports it idle (at most 5 s): a new session
-   * prompted while the old one is still unwinding can be interrupted along with it.
-   */
-  private async abortSession(sessionId: string): Promise<void> {
-    const settled = new Promise<void>((resolve) => {
-      this.settleWaiters.set(sessionId, resolve);
-      setTimeout(resolve, 5000).unref?.();
-    });
-    await this.scope.client?.abort(sessionId).catch(() => {});
-    await settled;
-    this.settleWaiters.delete(sessionId);
+    const failed = await this.sessions.prompt(text);
+    if (failed) await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: `prompt could not be sent: ${(failed.error as Error).message}` }, this.limits()));
   }
 
   private onAgentEvent(event: AgentEvent): void {
-    // The live view: every part of the loop's sessions and their subagents', current or not.
-    if (this.deps.live) {
-      if (event.type === 'activity' && event.part && this.liveRoots.has(event.rootSessionId)) this.deps.live.part(this.ref, event.rootSessionId, event.part);
-      else if (event.type === 'session.created' && event.parentSessionId && this.liveRoots.has(event.rootSessionId)) {
-        const cur = this.current;
-        this.deps.live.session(this.ref, { sessionId: event.sessionId, parentSessionId: event.parentSessionId, phase: cur?.phase ?? '', iteration: this.state().iteration, startedAt: Date.now() });
-      }
-    }
-    if (event.type === 'session.idle') this.settleWaiters.get(event.sessionId)?.();
-    if (event.type !== 'activity') this.deps.log.debug(`[loop ${this.ref.name}] event ${event.type} ${'sessionId' in event ? event.sessionId : ''} current=${this.current?.id ?? '-'}`);
-    const cur = this.current;
+    this.sessions.observe(event);
+    if (event.type !== 'activity') this.deps.log.debug(`[loop ${this.ref.name}] event ${event.type} ${'sessionId' in event ? event.sessionId : ''} current=${this.sessions.current?.id ?? '-'}`);
+    const cur = this.sessions.current;
     if (!cur || this.ended) return;
     // Progress signals stay cheap and outside the lock (the watchdog only reads them).
     if (event.type === 'activity' && event.rootSessionId === cur.id) {
@@ -325,10 +232,10 @@ export class LoopSupervisor {
       this.deps.log.debug(`[loop ${this.ref.name}] session error ${event.sessionId} ${event.error.name}: ${event.error.message.split('\n')[0]} (prompted ${Date.now() - cur.promptSentAt} ms ago, seen busy: ${cur.seenBusy})`);
       if (event.error.name === 'MessageAbortedError') return;
       void this.locked('session error', async () => {
-        if (this.current?.id !== cur.id) return;
+        if (this.sessions.current?.id !== cur.id) return;
         this.writes.finishAttempt('failed', event.error.message, cur.attemptId);
         await this.spending.recordUsage(this.scope.client, cur);
-        this.current = undefined;
+        this.sessions.current = undefined;
         // Notices and the end reason get one line; opencode's own text (parser output, stack) the log.
         const { malformed, summary } = summarizeModelError(event.error);
         if (summary !== event.error.message) this.deps.log.warn(`[loop ${this.ref.name}] model error, as opencode reported it: ${event.error.name}: ${event.error.message}`);
@@ -343,9 +250,9 @@ export class LoopSupervisor {
       this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `model retry ${event.attempt}: ${event.message}` });
       if (event.attempt > this.limits().maxModelRetries) {
         void this.locked('retries exhausted', async () => {
-          if (this.current?.id !== cur.id) return;
-          this.current = undefined;
-          await this.abortSession(cur.id);
+          if (this.sessions.current?.id !== cur.id) return;
+          this.sessions.current = undefined;
+          await this.sessions.abort(cur.id);
           this.writes.finishAttempt('failed', event.message, cur.attemptId);
           await this.applyTransition(nextTransition(this.state(), { type: 'model_retries_exhausted', message: event.message }, this.limits()));
         });
@@ -354,7 +261,7 @@ export class LoopSupervisor {
   }
 
   private async onIdle(sessionId: string): Promise<void> {
-    const cur = this.current;
+    const cur = this.sessions.current;
     if (!cur || cur.id !== sessionId || !cur.inFlight) return;
     const loop = this.loop();
     const timing = readExtras(loop).timing;
@@ -379,7 +286,7 @@ export class LoopSupervisor {
     const transition = nextTransition(state, event, readExtras(loop).limits);
     if (transition.kind !== 'remind_handoff' && transition.kind !== 'ignore') {
       this.writes.finishAttempt(handoff ? 'succeeded' : 'failed', handoff ? undefined : 'ended without a handoff', cur.attemptId, true);
-      this.current = undefined;
+      this.sessions.current = undefined;
     }
     let next = transition;
     if (transition.kind === 'ignore') {
@@ -400,25 +307,25 @@ export class LoopSupervisor {
   }
 
   private async watchdogTick(): Promise<void> {
-    const cur = this.current;
+    const cur = this.sessions.current;
     if (!cur || !cur.inFlight || this.ended) return;
     const timing = readExtras(this.loop()).timing;
     const quietFor = Date.now() - cur.lastProgressAt;
     if (cur.runningTools.size === 0 && quietFor > timing.stallTimeoutMs) {
       await this.locked('stall', async () => {
-        if (this.current !== cur || !cur.inFlight) return;
+        if (this.sessions.current !== cur || !cur.inFlight) return;
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `no activity for ${Math.round(quietFor / 1000)} s: re-triggering ${cur.phase}` });
-        this.current = undefined;
-        await this.abortSession(cur.id);
+        this.sessions.current = undefined;
+        await this.sessions.abort(cur.id);
         this.writes.finishAttempt('failed', 'stalled', cur.attemptId);
         await this.spending.recordUsage(this.scope.client, cur);
         await this.applyTransition(nextTransition(this.state(), { type: 'stall' }, this.limits()));
       });
     } else if (cur.runningTools.size > 0 && quietFor > timing.busyStallTimeoutMs) {
       await this.locked('busy stall', async () => {
-        if (this.current !== cur || !cur.inFlight) return;
+        if (this.sessions.current !== cur || !cur.inFlight) return;
         this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `a tool has run without progress for ${Math.round(quietFor / 1000)} s: aborting it and asking the agent to continue` });
-        await this.abortSession(cur.id);
+        await this.sessions.abort(cur.id);
         cur.runningTools.clear();
         await this.sendPrompt(buildContinueNudge());
       });
@@ -441,8 +348,8 @@ export class LoopSupervisor {
     const fromState = readExtras(before).loopState;
     if (t.kind === 'remind_handoff') {
       this.writes.persistState(t.to, null);
-      if (this.current) {
-        this.current.inFlight = true;
+      if (this.sessions.current) {
+        this.sessions.current.inFlight = true;
         await this.sendPrompt(buildHandoffReminder({ state: t.to }));
       }
       return;
@@ -470,10 +377,10 @@ export class LoopSupervisor {
     if (pause) {
       this.writes.persistState(t.to, log);
       this.deps.emit(phaseEvent);
-      const previous = this.current;
+      const previous = this.sessions.current;
       if (previous) {
-        this.current = undefined;
-        await this.abortSession(previous.id);
+        this.sessions.current = undefined;
+        await this.sessions.abort(previous.id);
       }
       this.deps.emit({ type: 'loop.budget', loop: this.ref, level: 'paused', message: pause });
       const paused = nextTransition(t.to, { type: 'budget_reached' }, this.limits());
@@ -481,7 +388,7 @@ export class LoopSupervisor {
       return;
     }
     const delayMs = t.kind === 'retrigger' ? t.delayMs : 0;
-    if (delayMs === 0 && !this.current && !readExtras(this.loop()).cancelRequested) {
+    if (delayMs === 0 && !this.sessions.current && !readExtras(this.loop()).cancelRequested) {
       // The common hand-over: the phase change and its log row are written in one transaction
       // with the next session's attempt (one journal sync, before the prompt goes out).
       this.writes.defer((repos) => this.writes.persistStateIn(repos, t.to, log));
@@ -495,10 +402,10 @@ export class LoopSupervisor {
       await this.terminate('cancel', t.to, { kind: 'cancelled' }, []);
       return;
     }
-    const previous = this.current;
+    const previous = this.sessions.current;
     if (previous) {
-      this.current = undefined;
-      await this.abortSession(previous.id);
+      this.sessions.current = undefined;
+      await this.sessions.abort(previous.id);
     }
     await this.runPhase(delayMs);
   }
@@ -506,10 +413,10 @@ export class LoopSupervisor {
   private async terminate(event: string, state: LoopState, reason: TerminationReason, effects: TransitionEffect[]): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    const cur = this.current;
-    this.current = undefined;
+    const cur = this.sessions.current;
+    this.sessions.current = undefined;
     if (cur) {
-      await this.abortSession(cur.id);
+      await this.sessions.abort(cur.id);
       this.writes.finishAttempt(reason.kind === 'completed' ? 'succeeded' : 'abandoned', terminationReasonToString(reason), cur.attemptId);
       if (this.scope.client) await this.spending.recordUsage(this.scope.client, cur);
     }
@@ -563,9 +470,9 @@ export class LoopSupervisor {
   async relinquish(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    const cur = this.current;
-    this.current = undefined;
-    if (cur) await this.abortSession(cur.id);
+    const cur = this.sessions.current;
+    this.sessions.current = undefined;
+    if (cur) await this.sessions.abort(cur.id);
     await this.scope.dispose(false);
     const event = { type: 'loop.supervision_lost' as const, loop: this.ref };
     this.deps.emit(event);

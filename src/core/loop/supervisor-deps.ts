@@ -59,7 +59,7 @@ export interface CurrentSession {
   inFlight: boolean;
   /** The model variant this session's prompts carry. */
   variant: string | undefined;
-  /** Work held back until the session first shows activity (see runPhase). */
+  /** Work held back until the session first shows activity (see PhaseSessions.afterFirstActivity). */
   onFirstActivity?: () => void;
   /** Generation of the opencode server the session was created on. */
   serverGeneration: number;
