@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
 import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
-import { firstLine, parseNameStatus, parseWorktreeList, type WorktreeEntry } from './git-output';
+import { firstLine, parseNameStatus } from './git-output';
+import { branchCommit, branchCommits, identityConfig, isAncestor, listWorktrees } from './git-queries';
+import { isInside, pathExists } from './workspace-paths';
 import {
   DEFAULT_ARTEFACT_DIRS,
   FORGE_COMMIT_IDENTITY,
@@ -22,20 +24,6 @@ import {
 
 /** The service's types and constants live in worktree-types.ts; Forge imports them from here. */
 export * from './worktree-types';
-
-async function pathExists(target: string): Promise<boolean> {
-  try {
-    await lstat(target);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function isInside(parent: string, child: string): boolean {
-  const relative = path.relative(parent, child);
-  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
-}
 
 /**
  * Git worktrees for loops, in Forge's data folder, on `forge/<loop-name>`
@@ -80,42 +68,6 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return resolved;
   }
 
-  async function branchCommit(cwd: string, branch: string): Promise<string | null> {
-    const sha = firstLine((await git.run(cwd, ['rev-parse', '--verify', '-q', `refs/heads/${branch}^{commit}`])).stdout);
-    return sha === '' ? null : sha;
-  }
-
-  /** The tips of those of `branches` that exist, in one git process. */
-  async function branchCommits(cwd: string, branches: string[]): Promise<Map<string, string>> {
-    // --head: HEAD's line is always printed (simple-git waits 50 ms more for silent commands).
-    const output = await git.ok(cwd, ['show-ref', '--head', ...branches.map((b) => `refs/heads/${b}`)]);
-    const tips = new Map<string, string>();
-    for (const line of output.split('\n')) {
-      const space = line.indexOf(' ');
-      if (space < 0) continue;
-      const ref = line.slice(space + 1);
-      if (ref.startsWith('refs/heads/')) tips.set(ref.slice('refs/heads/'.length), line.slice(0, space));
-    }
-    return new Map(branches.filter((b) => tips.has(b)).map((b) => [b, tips.get(b)!]));
-  }
-
-  async function listWorktrees(cwd: string): Promise<WorktreeEntry[]> {
-    return parseWorktreeList(await git.ok(cwd, ['worktree', 'list', '--porcelain']));
-  }
-
-  async function isAncestor(cwd: string, ancestor: string, descendant: string): Promise<boolean> {
-    const result = await git.run(cwd, ['merge-base', '--is-ancestor', ancestor, descendant]);
-    if (result.exitCode > 1) throw new WorkspaceError('git_failed', `git merge-base failed in ${cwd}: ${result.stderr.trim()}`);
-    return result.exitCode === 0;
-  }
-
-  /** `-c` settings giving Forge's identity, only when the user has no email configured for `cwd`. */
-  async function identityConfig(cwd: string): Promise<string[]> {
-    const email = firstLine((await git.run(cwd, ['config', '--get', 'user.email'])).stdout).trim();
-    if (email !== '') return [];
-    return [`user.name=${identity.name}`, `user.email=${identity.email}`];
-  }
-
   // Per worktree, for the service's lifetime: HEAD's tracking of artefact folders cannot change
   // (commits leave untracked artefact folders out), and an identity is read once per loop.
   const untrackedArtefactCache = new Map<string, Promise<string[]>>();
@@ -128,7 +80,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return ['--', '.', ...(await untrackedArtefactDirsOf(worktreeDir)).map((dir) => `:(exclude)${dir}`)];
   }
   function identityConfigOf(worktreeDir: string): Promise<string[]> {
-    return cachedPromise(identityCache, worktreeDir, () => identityConfig(worktreeDir));
+    return cachedPromise(identityCache, worktreeDir, () => identityConfig(git, worktreeDir, identity));
   }
 
   /** Artefact folders the worktree's HEAD does not track (those are the ones kept out of commits). */
@@ -211,7 +163,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * would also drop the user's worktrees that sit on an unmounted drive.
    */
   async function releaseStaleCheckout(repoDir: string, branch: string, worktreeDir: string): Promise<void> {
-    const registered = (await listWorktrees(repoDir)).find((entry) => entry.branch === `refs/heads/${branch}`);
+    const registered = (await listWorktrees(git, repoDir)).find((entry) => entry.branch === `refs/heads/${branch}`);
     if (!registered) return;
     const registeredPath = await canonicalPath(registered.path);
     if (registered.prunable || !(await pathExists(registeredPath))) {
@@ -296,7 +248,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       );
     }
 
-    const tips = await branchCommits(repo.repoDir, ['forge', branch]);
+    const tips = await branchCommits(git, repo.repoDir, ['forge', branch]);
     if (tips.has('forge')) {
       throw new WorkspaceError(
         'branch_namespace_taken',
@@ -383,7 +335,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
         `The loop's worktree ${worktreeDir} is gone and so is its repository ${loop.repoDir}; Forge cannot restart this loop. Start a new loop.`,
       );
     }
-    const tip = await branchCommit(loop.repoDir, branch);
+    const tip = await branchCommit(git, loop.repoDir, branch);
     if (tip === null) {
       throw new WorkspaceError(
         'missing_worktree',
@@ -497,7 +449,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
     try {
       const merged = await git.run(scratch, ['merge', '--no-ff', '--no-edit', '-m', message, `refs/heads/${branch}`], {
-        config: await identityConfig(scratch),
+        config: await identityConfig(git, scratch, identity),
       });
       if (merged.exitCode !== 0) {
         const conflicts = (await git.ok(scratch, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
@@ -542,19 +494,19 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     if (baseBranch === null) {
       return { kind: 'refused', message: `The loop started from a detached HEAD, so there is no base branch to merge into. ${keep}` };
     }
-    const branchTip = await branchCommit(repoDir, branch);
+    const branchTip = await branchCommit(git, repoDir, branch);
     if (branchTip === null) {
       return { kind: 'refused', message: `The loop branch ${branch} no longer exists in ${repoDir}; there is nothing to merge.` };
     }
-    const baseTip = await branchCommit(repoDir, baseBranch);
+    const baseTip = await branchCommit(git, repoDir, baseBranch);
     if (baseTip === null) {
       return { kind: 'refused', message: `The base branch ${baseBranch} no longer exists in ${repoDir}. ${keep}` };
     }
-    if (await isAncestor(repoDir, branchTip, baseTip)) {
+    if (await isAncestor(git, repoDir, branchTip, baseTip)) {
       return { kind: 'kept', message: `${baseBranch} already contains everything on ${branch}; nothing to merge.` };
     }
 
-    const canFastForward = await isAncestor(repoDir, baseTip, branchTip);
+    const canFastForward = await isAncestor(git, repoDir, baseTip, branchTip);
     if (mode === 'fast-forward' && !canFastForward) {
       return {
         kind: 'refused',
@@ -562,7 +514,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       };
     }
 
-    const checkout = (await listWorktrees(repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
+    const checkout = (await listWorktrees(git, repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
     const mergeMessage = options.message ?? `Merge branch '${branch}' into ${baseBranch}`;
 
     if (checkout) {
@@ -584,7 +536,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
         log.info(`workspace: fast-forwarded ${baseBranch} to ${branch} in ${dir}`);
         return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
       }
-      const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(dir) });
+      const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(git, dir, identity) });
       if (merged.exitCode !== 0) {
         const conflicts = (await git.ok(dir, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
         const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
