@@ -1,4 +1,9 @@
-import { randomBytes } from 'node:crypto';
+/**
+ * The worktree service: loop worktrees created, restored, committed in and removed. Its parts
+ * live beside it: merging into the base branch (merge-into-base.ts), git's output parsed
+ * (git-output.ts), read-only git questions (git-queries.ts), path checks (workspace-paths.ts)
+ * and its types and constants (worktree-types.ts).
+ */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
@@ -7,8 +12,9 @@ import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
 import { firstLine, parseNameStatus } from './git-output';
-import { branchCommit, branchCommits, identityConfig, isAncestor, listWorktrees } from './git-queries';
+import { branchCommit, branchCommits, identityConfig, listWorktrees } from './git-queries';
 import { isInside, pathExists } from './workspace-paths';
+import { createMergeIntoBase } from './merge-into-base';
 import {
   DEFAULT_ARTEFACT_DIRS,
   FORGE_COMMIT_IDENTITY,
@@ -17,8 +23,6 @@ import {
   type CreateWorktreeRequest,
   type EnsureWorktreeResult,
   type LoopWorktree,
-  type MergeMode,
-  type MergeResult,
   type WorktreeServiceOptions,
 } from './worktree-types';
 
@@ -424,152 +428,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return result.exitCode === 0;
   }
 
-  /** Why `dir` (a working tree with the base branch checked out) must not be touched, or null when it is clean. */
-  async function dirtyReason(dir: string): Promise<string | null> {
-    for (const marker of ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merge', 'rebase-apply', 'BISECT_LOG']) {
-      const markerPath = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', marker])));
-      if (await pathExists(markerPath)) return `a merge, rebase, cherry-pick, revert or bisect is in progress in ${dir}`;
-    }
-    // Untracked files do not count: git itself refuses a merge that would overwrite one.
-    const status = await git.ok(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=no']);
-    return status === '' ? null : `${dir} has uncommitted changes`;
-  }
-
-  /** Merges in a throw-away detached worktree, then moves the base branch (compare-and-swap) to the merge. */
-  async function mergeWithoutCheckout(
-    repoDir: string,
-    base: string,
-    baseTip: string,
-    branch: string,
-    message: string,
-    loopLabel: string,
-  ): Promise<MergeResult> {
-    const root = await worktreesRoot();
-    const scratch = path.join(root, `.merge-${loopLabel}-${randomBytes(4).toString('hex')}`);
-    await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
-    try {
-      const merged = await git.run(scratch, ['merge', '--no-ff', '--no-edit', '-m', message, `refs/heads/${branch}`], {
-        config: await identityConfig(git, scratch, identity),
-      });
-      if (merged.exitCode !== 0) {
-        const conflicts = (await git.ok(scratch, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
-        const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
-        return conflicts.length > 0
-          ? {
-              kind: 'refused',
-              conflicts,
-              message: `Merging ${branch} into ${base} conflicts in ${conflicts.join(', ')}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}) and resolve the conflicts.`,
-            }
-          : { kind: 'refused', message: `Merging ${branch} into ${base} failed: ${detail}. The work is kept on ${branch}.` };
-      }
-      const mergeCommit = firstLine(await git.ok(scratch, ['rev-parse', 'HEAD']));
-      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: merge ${branch}`, `refs/heads/${base}`, mergeCommit, baseTip]);
-      if (moved.exitCode !== 0) {
-        return { kind: 'refused', message: `${base} changed while Forge was merging ${branch}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}).` };
-      }
-      return { kind: 'merged', commit: mergeCommit, message: `Merged ${branch} into ${base} (${mergeCommit.slice(0, 12)}).` };
-    } finally {
-      await git.run(repoDir, ['worktree', 'remove', '--force', scratch]);
-    }
-  }
-
-  /**
-   * Brings the loop's work into the branch it started from, as configured:
-   * `never` keeps the branch; `fast-forward` moves the base branch only when it
-   * is an ancestor of the loop branch; `merge` fast-forwards when possible and
-   * otherwise makes a merge commit, aborting (and restoring) on conflicts. Never
-   * forces, never touches a working tree with uncommitted changes, never deletes
-   * the loop branch.
-   */
-  async function mergeIntoBase(
-    loop: Pick<LoopWorktree, 'repoDir' | 'branch' | 'baseBranch'> & { loopName?: string },
-    mode: MergeMode,
-    options: { message?: string } = {},
-  ): Promise<MergeResult> {
-    const { repoDir, branch, baseBranch } = loop;
-    const keep = `The work is kept on ${branch}.`;
-    if (mode === 'never') {
-      return { kind: 'kept', message: `Merging is off; the loop's work is on ${branch}. Review it and merge it yourself (git merge ${branch}).` };
-    }
-    if (baseBranch === null) {
-      return { kind: 'refused', message: `The loop started from a detached HEAD, so there is no base branch to merge into. ${keep}` };
-    }
-    const branchTip = await branchCommit(git, repoDir, branch);
-    if (branchTip === null) {
-      return { kind: 'refused', message: `The loop branch ${branch} no longer exists in ${repoDir}; there is nothing to merge.` };
-    }
-    const baseTip = await branchCommit(git, repoDir, baseBranch);
-    if (baseTip === null) {
-      return { kind: 'refused', message: `The base branch ${baseBranch} no longer exists in ${repoDir}. ${keep}` };
-    }
-    if (await isAncestor(git, repoDir, branchTip, baseTip)) {
-      return { kind: 'kept', message: `${baseBranch} already contains everything on ${branch}; nothing to merge.` };
-    }
-
-    const canFastForward = await isAncestor(git, repoDir, baseTip, branchTip);
-    if (mode === 'fast-forward' && !canFastForward) {
-      return {
-        kind: 'refused',
-        message: `${baseBranch} has commits that ${branch} does not have, so it cannot be fast-forwarded. ${keep} Merge or rebase it yourself (git merge ${branch}).`,
-      };
-    }
-
-    const checkout = (await listWorktrees(git, repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
-    const mergeMessage = options.message ?? `Merge branch '${branch}' into ${baseBranch}`;
-
-    if (checkout) {
-      const dir = checkout.path;
-      const dirty = await dirtyReason(dir);
-      if (dirty !== null) {
-        log.warn(`workspace: not merging ${branch}: ${dirty}`);
-        return {
-          kind: 'refused',
-          message: `Forge did not merge ${branch} into ${baseBranch}: ${dirty}, and Forge never touches a working tree with uncommitted work. ${keep} Commit or stash your changes, then run: git merge ${branch}`,
-        };
-      }
-      if (canFastForward) {
-        const result = await git.run(dir, ['merge', '--ff-only', `refs/heads/${branch}`]);
-        if (result.exitCode !== 0) {
-          const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
-          return { kind: 'refused', message: `git refused to fast-forward ${baseBranch} in ${dir}: ${detail}. ${keep}` };
-        }
-        log.info(`workspace: fast-forwarded ${baseBranch} to ${branch} in ${dir}`);
-        return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
-      }
-      const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(git, dir, identity) });
-      if (merged.exitCode !== 0) {
-        const conflicts = (await git.ok(dir, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
-        const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
-        if (await pathExists(mergeHead)) await git.ok(dir, ['merge', '--abort']);
-        const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
-        log.warn(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
-        return conflicts.length > 0
-          ? {
-              kind: 'refused',
-              conflicts,
-              message: `Merging ${branch} into ${baseBranch} conflicts in ${conflicts.join(', ')}; Forge aborted the merge and ${dir} is as it was. ${keep} Merge it yourself (git merge ${branch}) and resolve the conflicts.`,
-            }
-          : { kind: 'refused', message: `git refused to merge ${branch} into ${baseBranch} in ${dir}: ${detail}. ${keep}` };
-      }
-      const commit = firstLine(await git.ok(dir, ['rev-parse', 'HEAD']));
-      log.info(`workspace: merged ${branch} into ${baseBranch} in ${dir} (${commit.slice(0, 12)})`);
-      return { kind: 'merged', commit, message: `Merged ${branch} into ${baseBranch} (${commit.slice(0, 12)}).` };
-    }
-
-    if (canFastForward) {
-      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: fast-forward to ${branch}`, `refs/heads/${baseBranch}`, branchTip, baseTip]);
-      if (moved.exitCode !== 0) {
-        return { kind: 'refused', message: `${baseBranch} changed while Forge was fast-forwarding it; nothing was changed. ${keep}` };
-      }
-      log.info(`workspace: fast-forwarded ${baseBranch} to ${branch}`);
-      return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
-    }
-    const label = loop.loopName ?? branch.slice(LOOP_BRANCH_PREFIX.length).replace(/[^a-z0-9-]/g, '-');
-    const result = await mergeWithoutCheckout(repoDir, baseBranch, baseTip, branch, mergeMessage, label);
-    if (result.kind === 'merged') log.info(`workspace: ${result.message}`);
-    else log.warn(`workspace: ${result.message}`);
-    return result;
-  }
+  /** Brings the loop's work into the branch it started from, as configured (merge-into-base.ts). */
+  const mergeIntoBase = createMergeIntoBase({ git, log, identity, worktreesRoot });
 
   /**
    * Opt-in cleanup: removes a loop worktree folder and its registration; the

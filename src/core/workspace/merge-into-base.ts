@@ -1,0 +1,178 @@
+/**
+ * Merging a loop's branch into the branch it started from, as the loop's merge setting asks:
+ * kept, fast-forwarded or merged, in the base branch's own working tree when it is checked out
+ * (never one with uncommitted work) and in a throw-away worktree when it is not. Its own file
+ * because it is the one place Forge writes to the user's branches, with its own refusals.
+ */
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { firstLine } from './git-output';
+import { branchCommit, identityConfig, isAncestor, listWorktrees } from './git-queries';
+import type { GitRunner } from './git-runner';
+import { pathExists } from './workspace-paths';
+import { LOOP_BRANCH_PREFIX, type CommitIdentity, type LoopWorktree, type MergeMode, type MergeResult, type WorkspaceLog } from './worktree-types';
+
+/** What merging needs of the worktree service. */
+export interface MergeContext {
+  git: GitRunner;
+  log: WorkspaceLog;
+  identity: CommitIdentity;
+  /** `<dataDir>/worktrees`, where a merge without checkout makes its throw-away worktree. */
+  worktreesRoot(): Promise<string>;
+}
+
+/** The loop whose branch is merged (its label names the throw-away worktree, else the branch does). */
+export type MergeSource = Pick<LoopWorktree, 'repoDir' | 'branch' | 'baseBranch'> & { loopName?: string };
+
+/** Why `dir` (a working tree with the base branch checked out) must not be touched, or null when it is clean. */
+async function dirtyReason(git: GitRunner, dir: string): Promise<string | null> {
+  for (const marker of ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merge', 'rebase-apply', 'BISECT_LOG']) {
+    const markerPath = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', marker])));
+    if (await pathExists(markerPath)) return `a merge, rebase, cherry-pick, revert or bisect is in progress in ${dir}`;
+  }
+  // Untracked files do not count: git itself refuses a merge that would overwrite one.
+  const status = await git.ok(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=no']);
+  return status === '' ? null : `${dir} has uncommitted changes`;
+}
+
+/** Merges in a throw-away detached worktree, then moves the base branch (compare-and-swap) to the merge. */
+async function mergeWithoutCheckout(
+  ctx: MergeContext,
+  repoDir: string,
+  base: string,
+  baseTip: string,
+  branch: string,
+  message: string,
+  loopLabel: string,
+): Promise<MergeResult> {
+  const { git, identity } = ctx;
+  const root = await ctx.worktreesRoot();
+  const scratch = path.join(root, `.merge-${loopLabel}-${randomBytes(4).toString('hex')}`);
+  await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
+  try {
+    const merged = await git.run(scratch, ['merge', '--no-ff', '--no-edit', '-m', message, `refs/heads/${branch}`], {
+      config: await identityConfig(git, scratch, identity),
+    });
+    if (merged.exitCode !== 0) {
+      const conflicts = (await git.ok(scratch, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
+      const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
+      return conflicts.length > 0
+        ? {
+            kind: 'refused',
+            conflicts,
+            message: `Merging ${branch} into ${base} conflicts in ${conflicts.join(', ')}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}) and resolve the conflicts.`,
+          }
+        : { kind: 'refused', message: `Merging ${branch} into ${base} failed: ${detail}. The work is kept on ${branch}.` };
+    }
+    const mergeCommit = firstLine(await git.ok(scratch, ['rev-parse', 'HEAD']));
+    const moved = await git.run(repoDir, ['update-ref', '-m', `forge: merge ${branch}`, `refs/heads/${base}`, mergeCommit, baseTip]);
+    if (moved.exitCode !== 0) {
+      return { kind: 'refused', message: `${base} changed while Forge was merging ${branch}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}).` };
+    }
+    return { kind: 'merged', commit: mergeCommit, message: `Merged ${branch} into ${base} (${mergeCommit.slice(0, 12)}).` };
+  } finally {
+    await git.run(repoDir, ['worktree', 'remove', '--force', scratch]);
+  }
+}
+
+/** The service's `mergeIntoBase`. */
+export function createMergeIntoBase(ctx: MergeContext) {
+  const { git, log, identity } = ctx;
+  /**
+   * Brings the loop's work into the branch it started from, as configured:
+   * `never` keeps the branch; `fast-forward` moves the base branch only when it
+   * is an ancestor of the loop branch; `merge` fast-forwards when possible and
+   * otherwise makes a merge commit, aborting (and restoring) on conflicts. Never
+   * forces, never touches a working tree with uncommitted changes, never deletes
+   * the loop branch.
+   */
+  return async function mergeIntoBase(
+    loop: MergeSource,
+    mode: MergeMode,
+    options: { message?: string } = {},
+  ): Promise<MergeResult> {
+    const { repoDir, branch, baseBranch } = loop;
+    const keep = `The work is kept on ${branch}.`;
+    if (mode === 'never') {
+      return { kind: 'kept', message: `Merging is off; the loop's work is on ${branch}. Review it and merge it yourself (git merge ${branch}).` };
+    }
+    if (baseBranch === null) {
+      return { kind: 'refused', message: `The loop started from a detached HEAD, so there is no base branch to merge into. ${keep}` };
+    }
+    const branchTip = await branchCommit(git, repoDir, branch);
+    if (branchTip === null) {
+      return { kind: 'refused', message: `The loop branch ${branch} no longer exists in ${repoDir}; there is nothing to merge.` };
+    }
+    const baseTip = await branchCommit(git, repoDir, baseBranch);
+    if (baseTip === null) {
+      return { kind: 'refused', message: `The base branch ${baseBranch} no longer exists in ${repoDir}. ${keep}` };
+    }
+    if (await isAncestor(git, repoDir, branchTip, baseTip)) {
+      return { kind: 'kept', message: `${baseBranch} already contains everything on ${branch}; nothing to merge.` };
+    }
+
+    const canFastForward = await isAncestor(git, repoDir, baseTip, branchTip);
+    if (mode === 'fast-forward' && !canFastForward) {
+      return {
+        kind: 'refused',
+        message: `${baseBranch} has commits that ${branch} does not have, so it cannot be fast-forwarded. ${keep} Merge or rebase it yourself (git merge ${branch}).`,
+      };
+    }
+
+    const checkout = (await listWorktrees(git, repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
+    const mergeMessage = options.message ?? `Merge branch '${branch}' into ${baseBranch}`;
+
+    if (checkout) {
+      const dir = checkout.path;
+      const dirty = await dirtyReason(git, dir);
+      if (dirty !== null) {
+        log.warn(`workspace: not merging ${branch}: ${dirty}`);
+        return {
+          kind: 'refused',
+          message: `Forge did not merge ${branch} into ${baseBranch}: ${dirty}, and Forge never touches a working tree with uncommitted work. ${keep} Commit or stash your changes, then run: git merge ${branch}`,
+        };
+      }
+      if (canFastForward) {
+        const result = await git.run(dir, ['merge', '--ff-only', `refs/heads/${branch}`]);
+        if (result.exitCode !== 0) {
+          const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
+          return { kind: 'refused', message: `git refused to fast-forward ${baseBranch} in ${dir}: ${detail}. ${keep}` };
+        }
+        log.info(`workspace: fast-forwarded ${baseBranch} to ${branch} in ${dir}`);
+        return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+      }
+      const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(git, dir, identity) });
+      if (merged.exitCode !== 0) {
+        const conflicts = (await git.ok(dir, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
+        const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
+        if (await pathExists(mergeHead)) await git.ok(dir, ['merge', '--abort']);
+        const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
+        log.warn(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
+        return conflicts.length > 0
+          ? {
+              kind: 'refused',
+              conflicts,
+              message: `Merging ${branch} into ${baseBranch} conflicts in ${conflicts.join(', ')}; Forge aborted the merge and ${dir} is as it was. ${keep} Merge it yourself (git merge ${branch}) and resolve the conflicts.`,
+            }
+          : { kind: 'refused', message: `git refused to merge ${branch} into ${baseBranch} in ${dir}: ${detail}. ${keep}` };
+      }
+      const commit = firstLine(await git.ok(dir, ['rev-parse', 'HEAD']));
+      log.info(`workspace: merged ${branch} into ${baseBranch} in ${dir} (${commit.slice(0, 12)})`);
+      return { kind: 'merged', commit, message: `Merged ${branch} into ${baseBranch} (${commit.slice(0, 12)}).` };
+    }
+
+    if (canFastForward) {
+      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: fast-forward to ${branch}`, `refs/heads/${baseBranch}`, branchTip, baseTip]);
+      if (moved.exitCode !== 0) {
+        return { kind: 'refused', message: `${baseBranch} changed while Forge was fast-forwarding it; nothing was changed. ${keep}` };
+      }
+      log.info(`workspace: fast-forwarded ${baseBranch} to ${branch}`);
+      return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+    }
+    const label = loop.loopName ?? branch.slice(LOOP_BRANCH_PREFIX.length).replace(/[^a-z0-9-]/g, '-');
+    const result = await mergeWithoutCheckout(ctx, repoDir, baseBranch, baseTip, branch, mergeMessage, label);
+    if (result.kind === 'merged') log.info(`workspace: ${result.message}`);
+    else log.warn(`workspace: ${result.message}`);
+    return result;
+  };
+}
