@@ -213,7 +213,16 @@ type SectionReader = (node: LoopDetailNode) => LoopDetailNode[];
 
 function snapshotOf(node: LoopTreeNode, readSections: SectionReader): TreeSnapshotNode {
   const item = toTreeItem(node);
-  const children = node.kind === 'group' ? node.loops : node.kind === 'loop' ? buildLoopDetails(node) : node.sectionsOf ? readSections(node) : [];
+  const children =
+    node.kind === 'group'
+      ? node.loops
+      : node.kind === 'featureGroup'
+        ? node.children
+        : node.kind === 'loop'
+          ? buildLoopDetails(node)
+          : node.kind === 'detail' && node.sectionsOf
+            ? readSections(node)
+            : [];
   return {
     id: node.id,
     label: String(typeof item.label === 'object' ? item.label.label : item.label),
