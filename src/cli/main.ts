@@ -21,6 +21,8 @@ import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { FollowLines, type FollowLine } from '../core/live/follow-lines';
+import { GroupError } from '../core/groups/group-types';
+import { formatGroupList, runGroupCommand } from './group-command';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -96,7 +98,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     embeddedModel: startEmbeddedModel,
     userHasDefaultModel: () => userHasDefaultModel(process.env),
     // Commands that only read must leave the data folder as they found it, damaged files included.
-    readOnly: cmd.command === 'status' || cmd.command === 'findings',
+    readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
   });
 }
 
@@ -327,6 +329,8 @@ async function main(argv: string[]): Promise<number> {
         return await runLoop(engine, cmd);
       case 'plan':
         return await draftPlan(engine, cmd);
+      case 'group':
+        return await runGroupCommand(engine, cmd, { out, err });
       case 'status': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         if (cmd.name) {
@@ -334,7 +338,11 @@ async function main(argv: string[]): Promise<number> {
           if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
           out(formatLoopDetail(engine, loop, cmd.json));
         } else {
-          out(formatLoopList(engine, projectId, cmd.json));
+          const loops = formatLoopList(engine, projectId, cmd.json);
+          const groups = formatGroupList(engine.groups.list(projectId), cmd.json);
+          // --json: one object per line, loops then groups (a group's object has a "group" key).
+          const lines = [loops, ...groups].filter((l, i) => i > 0 || l !== '' || groups.length === 0);
+          out(lines.join('\n'));
         }
         return 0;
       }
@@ -366,6 +374,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof PlanDraftError) {
       err(`forge: ${error.message}`);
       return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'busy' ? EXIT.cancelled : EXIT.badInput;
+    }
+    if (error instanceof GroupError) {
+      err(`forge: ${error.message}`);
+      return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'interrupted' ? EXIT.cancelled : EXIT.badInput;
     }
     if (error instanceof WorkspaceError || error instanceof ForgeDatabaseError) {
       err(`forge: ${error.message}`);
