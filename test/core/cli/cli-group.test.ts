@@ -229,6 +229,41 @@ describe('forge group: feature groups (real CLI processes, real opencode, embedd
     }
   });
 
+  it('a group whose process dies (SIGKILL) is not lost: forge group resume continues it to completion', async () => {
+    const settings = { 'forge.loop.stallTimeoutMs': 300_000, 'forge.loop.busyStallTimeoutMs': 300_000 };
+    const worktree = join(dataDir, 'worktrees', 'phoenix-slow');
+    const running = join(worktree, 'slow-running');
+    const gate = join(worktree, 'slow-gate');
+    const slow = [
+      '## Feature slow: Slow',
+      '### Write slow',
+      `${fence}txt file=slow.txt`,
+      'slow',
+      fence,
+      'Run: `touch slow-running && while [ ! -f slow-gate ]; do sleep 0.2; done && echo gate open`',
+      '',
+    ].join('\n');
+    const path = await prd('phoenix.md', ['# Phoenix', '', slow, feature('quick', 'Quick', 'quick.txt', 'quick')].join('\n'));
+    const first = runner.start(['group', path, '--name', 'phoenix', '--launch', '--json'], { settings });
+    const deadline = Date.now() + 300_000;
+    while (!existsSync(running)) {
+      assert.ok(Date.now() < deadline, `the slow feature's check never ran\n${first.describe()}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    first.signal('SIGKILL');
+    await first.exited;
+    const dead = (await groups()).find((g) => g.group === 'phoenix')!;
+    assert.equal(dead.status, 'running', 'the group is still marked running');
+    assert.equal(dead.features.find((f) => f.id === 'slow')?.status, 'running');
+
+    await writeFile(gate, '');
+    const resumed = await runner.run(['group', 'resume', 'phoenix'], { settings, timeoutMs: 400_000 });
+    assert.equal(resumed.code, 0, `${resumed.stdout}\n${resumed.stderr}`);
+    assert.match(resumed.stdout, /^group phoenix: completed/m);
+    assert.deepEqual((await groups()).find((g) => g.group === 'phoenix')?.features.map((f) => f.status), ['completed', 'completed']);
+    assert.equal(await repo.git('show', 'forge/phoenix-slow:slow.txt'), 'slow\n');
+  });
+
   it('a group budget: a tiny token budget pauses the group (budget_reached, exit 10), nothing lost; a resume without room is refused with a figure; with room it completes', async () => {
     const path = await prd('budget.md', BUDGET_PRD);
     const paused = await runner.run(['group', path, '--name', 'thrift', '--launch', '--budget-tokens', '1', '--json'], { timeoutMs: 400_000 });
