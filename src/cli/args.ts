@@ -67,6 +67,7 @@ Options:
                            (one line per tool call, one per message it writes)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --out FILE               plan: where to write the drafted plan (must not exist)
+  --continue ID            plan: continue the draft ID (forge plan prints it)
   --max-concurrent N       group: loops run at once (1 to 16; default
                            forge.groups.maxConcurrentLoops, 3)
   --launch                 group: run the features right after the split,
@@ -77,7 +78,6 @@ Options:
                            A group's --budget / --budget-tokens cover all its
                            loops together: at 80 % Forge warns; at 100 % the
                            group pauses (exit 10) until resumed with more.
-  --continue ID            plan: continue the draft ID (forge plan prints it)
   --json                   one JSON object per line
   -h, --help               this text
 

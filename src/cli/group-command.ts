@@ -2,12 +2,12 @@
  * `forge group …`: feature groups at the command line (split a PRD, launch, resume, status,
  * cancel), and the group lines of `forge status`. Kept out of main.ts, which dispatches here.
  */
-import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { ForgeEngine } from '../core/engine';
 import { describeBudget, formatMoney, formatTokens } from '../core/loop/budget';
 import type { FeatureGroupView, GroupBudget, GroupEvent, GroupRef, LaunchGroupOptions } from '../core/groups/group-types';
 import { EXIT, UsageError, type CliCommand, type GroupArgs } from './args';
+import { readInputFile } from './read-input';
 
 type GroupCommand = Extract<CliCommand, { command: 'group' }>;
 
@@ -78,20 +78,6 @@ function formatGroupEvent(e: GroupEvent, json: boolean): string | null {
       return `[group ${e.group.id}] budget ${e.level === 'paused' ? 'reached' : 'warning'}: ${e.message}`;
     case 'group.ended':
       return `[group ${e.group.id}] ended: ${e.status}${e.pauseReason ? ` (${e.pauseReason})` : ''}`;
-  }
-}
-
-async function readPrd(path: string): Promise<string> {
-  try {
-    const s = await stat(path);
-    if (s.isDirectory()) throw new UsageError(`${path} is a folder; give the path of a markdown PRD file.`);
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new UsageError(`PRD file ${path} does not exist.`);
-    if (code === 'EACCES') throw new UsageError(`PRD file ${path} cannot be read (permission denied).`);
-    throw error;
   }
 }
 
@@ -176,7 +162,7 @@ export async function runGroupCommand(engine: ForgeEngine, cmd: GroupCommand, io
       return followGroup(engine, ref(cmd.target!), () => engine.groups.resume(ref(cmd.target!), launchOptions(cmd)), cmd, io);
     case 'split': {
       const prdPath = cmd.target!;
-      const prdText = await readPrd(prdPath);
+      const prdText = await readInputFile(prdPath, 'PRD');
       const abort = new AbortController();
       const onSignal = () => {
         io.err('forge: interrupting the feature splitter (nothing is stored)…');

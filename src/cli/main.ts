@@ -3,7 +3,6 @@
  * the CLI: settings from defaults + FORGE_SETTINGS + flags, logging to stderr, the embedded
  * scripted model when no model is configured.
  */
-import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
@@ -23,6 +22,7 @@ import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopB
 import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import { GroupError } from '../core/groups/group-types';
 import { formatGroupList, runGroupCommand } from './group-command';
+import { readInputFile } from './read-input';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -277,18 +277,8 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   return EXIT.completed;
 }
 
-async function readPlan(path: string): Promise<string> {
-  try {
-    const s = await stat(path);
-    if (s.isDirectory()) throw new UsageError(`${path} is a folder; give the path of a markdown plan file.`);
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new UsageError(`Plan file ${path} does not exist.`);
-    if (code === 'EACCES') throw new UsageError(`Plan file ${path} cannot be read (permission denied).`);
-    throw error;
-  }
+function readPlan(path: string): Promise<string> {
+  return readInputFile(path, 'Plan');
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -363,14 +363,25 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     sandbox: sandboxPort,
   });
 
-  const planner = createPlanDrafter({
-    dataDir,
-    repos,
+  /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
+  const readOnlyTurnDeps = {
     git: createGitRunner(),
     log,
-    projectOf: (repoPath) => runtime.projectOf(repoPath),
     toolServerFor,
     agentPrompts,
+    opencodeEnv,
+    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
+    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
+    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
+    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
+    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
+  };
+
+  const planner = createPlanDrafter({
+    ...readOnlyTurnDeps,
+    dataDir,
+    repos,
+    projectOf: (repoPath) => runtime.projectOf(repoPath),
     // The architect needs a model that can plan: the embedded scripted model only implements
     // plans that spell out their files, so it is never chosen for drafting.
     async resolveModel(requested) {
@@ -384,23 +395,14 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       }
       return null;
     },
-    opencodeEnv,
-    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
-    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
-    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
-    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
-    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
   });
   // Declared before use by the tool backend's closure (a split's writes arrive while it runs).
   const groups: FeatureGroupServiceHandle = createFeatureGroupService({
+    ...readOnlyTurnDeps,
     dataDir,
     repos,
     runtime,
     settings: options.settings,
-    git: createGitRunner(),
-    log,
-    toolServerFor,
-    agentPrompts,
     // Unlike the architect, the splitter may run on the embedded model: it splits PRDs that spell
     // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.
     async resolveSplitterModel(requested) {
@@ -411,12 +413,6 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       embeddedConfig = e.config;
       return e.model;
     },
-    opencodeEnv,
-    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
-    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
-    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
-    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
-    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
   });
   /** opencode's provider catalog, from a server started for the question in `probeDir`. */
   async function listProviders(probeDir: string): Promise<ProviderCatalog> {

@@ -7,14 +7,12 @@
  */
 import { strict as assert } from 'node:assert';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
-import { createTestRepository, type TestRepository } from '../../support/git-repo';
-import { REPO_ROOT } from '../../support/loop-harness';
-import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { startScriptedModel, type ScriptedModel } from '../../support/scripted-model';
+import { useCliLoopWorld } from '../../support/cli-loop-world';
+import type { CliRunner } from '../../support/cli-runner';
+import type { TestRepository } from '../../support/git-repo';
+import { forgeAgentOf, text, toolCall, toolCalls, type ScriptedModel, type ScriptStep } from '../../support/scripted-model';
 
 const fence = '```';
 function feature(id: string, title: string, file: string, content: string, dependsOn?: string): string {
@@ -57,30 +55,16 @@ interface GroupJson {
 
 describe('forge group: feature groups (real CLI processes, real opencode, embedded scripted splitter and model)', function () {
   this.timeout(900_000);
+  // The mock provider stays configured, but no default model is named: the embedded model runs.
+  const world = useCliLoopWorld('forge-cli-group-', { 'README.md': '# shop\n' }, { environment: { extraUserConfig: { model: undefined, small_model: undefined } } });
   let model: ScriptedModel;
-  let env: OpencodeTestEnvironment;
   let repo: TestRepository;
   let work: string;
   let dataDir: string;
   let runner: CliRunner;
-
-  before(async () => {
-    const cliPath = ensureCliBuilt(REPO_ROOT);
-    // The mock provider stays configured, but no default model is named: the embedded model runs.
-    model = await startScriptedModel();
-    env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL, extraUserConfig: { model: undefined, small_model: undefined } });
-    repo = await createTestRepository({ 'README.md': '# shop\n' });
-    work = await mkdtemp(join(tmpdir(), 'forge-cli-group-'));
+  before(() => {
+    ({ model, repo, work, runner } = world);
     dataDir = join(work, 'data');
-    runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', dataDir, '--repo', repo.dir] });
-  });
-
-  after(async () => {
-    await runner?.killAll();
-    await model?.close();
-    await env?.cleanup();
-    await repo?.cleanup();
-    if (work) await rm(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
   });
 
   async function prd(name: string, text: string): Promise<string> {
@@ -210,6 +194,74 @@ describe('forge group: feature groups (real CLI processes, real opencode, embedd
     const status = await runner.run(['status', '--json']);
     assert.equal(status.code, 0, status.stderr);
     assert.doesNotMatch(status.stdout, /"loops-/);
+  });
+
+  it('a scripted splitter on a configured model: its writes and shell commands are refused, a cyclic split comes back with the cycle named, the fixed split is stored', async () => {
+    const plan = (name: string) => `# ${name}\n\n## Write ${name}\n${fence}txt file=${name}.txt\n${name}\n${fence}\n`;
+    const steps: ScriptStep[] = [
+      toolCalls([
+        { name: 'write', args: { filePath: join(repo.dir, 'pwned.txt'), content: 'pwned' } },
+        { name: 'bash', args: { command: `touch ${join(repo.dir, 'pwned-bash.txt')}`, description: 'mutate' } },
+      ]),
+      toolCall('forge_features_write', { features: [{ id: 'x', title: 'X', dependsOn: ['y'], plan: plan('x') }, { id: 'y', title: 'Y', dependsOn: ['x'], plan: plan('y') }] }),
+      toolCall('forge_features_write', { features: [{ id: 'x', title: 'X', dependsOn: [], plan: plan('x') }, { id: 'y', title: 'Y', dependsOn: ['x'], plan: plan('y') }] }),
+      text('Split written.'),
+    ];
+    const splitterResults: string[] = [];
+    model.setHandler((request) => {
+      if (forgeAgentOf(request) !== 'forge-splitter') return text('not for this test');
+      splitterResults.push(...request.toolResults.map((r) => `${r.name}: ${r.content}`));
+      return steps.shift() ?? text('done');
+    });
+    try {
+      const path = await prd('scripted.md', '# Anything\n\nFree-form text a real model would split.\n');
+      const r = await runner.run(['group', path, '--name', 'scripted', '--splitter-model', 'mock/fake-1'], { timeoutMs: 300_000 });
+      assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stdout, /^ {2}y: Y — depends on x — /m);
+      for (const tool of ['write', 'bash']) assert.ok(splitterResults.some((x) => x.includes(`unavailable tool '${tool}'`)), `the ${tool} call was refused: ${splitterResults.join('\n')}`);
+      assert.ok(splitterResults.some((x) => /cannot use this split.*\n- The dependencies form a cycle: (x → y → x|y → x → y)/s.test(x)), splitterResults.join('\n'));
+      assert.ok(splitterResults.some((x) => x.includes('Forge stored 2 features')), splitterResults.join('\n'));
+      assert.equal(existsSync(join(repo.dir, 'pwned.txt')) || existsSync(join(repo.dir, 'pwned-bash.txt')), false, 'nothing written to the repository');
+      assert.equal((await repo.git('status', '--porcelain')).trim(), '');
+      assert.equal((await groups()).find((g) => g.group === 'scripted')?.status, 'review');
+    } finally {
+      model.setHandler(undefined);
+    }
+  });
+
+  it('a group whose process dies (SIGKILL) is not lost: forge group resume continues it to completion', async () => {
+    const settings = { 'forge.loop.stallTimeoutMs': 300_000, 'forge.loop.busyStallTimeoutMs': 300_000 };
+    const worktree = join(dataDir, 'worktrees', 'phoenix-slow');
+    const running = join(worktree, 'slow-running');
+    const gate = join(worktree, 'slow-gate');
+    const slow = [
+      '## Feature slow: Slow',
+      '### Write slow',
+      `${fence}txt file=slow.txt`,
+      'slow',
+      fence,
+      'Run: `touch slow-running && while [ ! -f slow-gate ]; do sleep 0.2; done && echo gate open`',
+      '',
+    ].join('\n');
+    const path = await prd('phoenix.md', ['# Phoenix', '', slow, feature('quick', 'Quick', 'quick.txt', 'quick')].join('\n'));
+    const first = runner.start(['group', path, '--name', 'phoenix', '--launch', '--json'], { settings });
+    const deadline = Date.now() + 300_000;
+    while (!existsSync(running)) {
+      assert.ok(Date.now() < deadline, `the slow feature's check never ran\n${first.describe()}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    first.signal('SIGKILL');
+    await first.exited;
+    const dead = (await groups()).find((g) => g.group === 'phoenix')!;
+    assert.equal(dead.status, 'running', 'the group is still marked running');
+    assert.equal(dead.features.find((f) => f.id === 'slow')?.status, 'running');
+
+    await writeFile(gate, '');
+    const resumed = await runner.run(['group', 'resume', 'phoenix'], { settings, timeoutMs: 400_000 });
+    assert.equal(resumed.code, 0, `${resumed.stdout}\n${resumed.stderr}`);
+    assert.match(resumed.stdout, /^group phoenix: completed/m);
+    assert.deepEqual((await groups()).find((g) => g.group === 'phoenix')?.features.map((f) => f.status), ['completed', 'completed']);
+    assert.equal(await repo.git('show', 'forge/phoenix-slow:slow.txt'), 'slow\n');
   });
 
   it('a group budget: a tiny token budget pauses the group (budget_reached, exit 10), nothing lost; a resume without room is refused with a figure; with room it completes', async () => {
