@@ -15,6 +15,9 @@ import { embeddedAgentStep } from '../../../src/core/opencode/embedded-model';
 import type { ScriptedRequest } from '../../support/scripted-model';
 import type { TreeSnapshotNode } from '../../../src/vscode/api';
 import { groupSpendText, suggestedGroupBudget } from '../../../src/vscode/group-budget-text';
+import { buildExplorerRoot, GROUP_CONTEXT } from '../../../src/vscode/group-tree-model';
+import { buildGroupPanel } from '../../../src/vscode/dashboard/group-model';
+import type { LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, MOCK_MODEL, reportFailuresEarly, waitFor } from './forge-test-kit';
 import { harnessInfo, requestScreenshot, requestWorkbench } from './support/harness';
 
@@ -71,6 +74,60 @@ describe('feature groups in VS Code: Execute PRD, Loop Explorer, dashboard, grou
     assert.equal(groupSpendText({ money: null, tokens: null }, { cost: 0.5, tokens: 10 }), 'spent $0.50, 10 tokens (no budget)');
     assert.deepEqual(suggestedGroupBudget({ money: null, tokens: 1 }, { cost: 0, tokens: 1000 }), { money: null, tokens: 1500 });
     assert.deepEqual(suggestedGroupBudget({ money: 2, tokens: 10 }, { cost: 1, tokens: 10 }), { money: 2, tokens: 15 });
+  });
+
+  it('builds group nodes by status: a blocked feature with its reason, the warning mark, the group\'s loops only under it', () => {
+    const view = (status: FeatureGroupView['status'], over: Partial<FeatureGroupView> = {}): FeatureGroupView => ({
+      ref: { projectId: 'p', id: 'g' },
+      title: 'Group',
+      source: 'prd.md',
+      repoDir: '/repo',
+      status,
+      pauseReason: status === 'paused' ? 'budget_reached' : null,
+      maxConcurrent: 2,
+      budget: { money: 1, tokens: null },
+      spend: { cost: 0.85, tokens: 10 },
+      budgetWarned: true,
+      features: [
+        { id: 'a', title: 'A', dependsOn: [], plan: '', planPath: '/d/01-a.md', status: 'failed', loopName: 'g-a', error: 'Its loop g-a ended errored.' },
+        { id: 'b', title: 'B', dependsOn: ['a'], plan: '', planPath: '/d/02-b.md', status: 'blocked', loopName: null, error: 'Blocked: a failed.' },
+      ],
+      reviewDir: '/d',
+      createdAt: 1,
+      updatedAt: 2,
+      ...over,
+    });
+    const loop = (name: string): LoopSummary => ({
+      loop: { projectId: 'p', name, status: 'errored', phase: 'coding', kind: 'plan', iteration: 1, maxIterations: 5, sectionIndex: null, worktreeDir: null, branch: null, terminationReason: 'errored', model: null, auditorModel: null, sandbox: false, supervisorId: null, leaseExpiresAt: null, updatedAt: 1, endedAt: 1, state: {} },
+      openFindings: { bug: 0, warning: 0 },
+      usage: undefined,
+      pseudoFindings: [],
+      supervisedHere: false,
+    });
+    const root = buildExplorerRoot([loop('g-a'), loop('g-b'), loop('other')], [view('failed')]);
+    assert.deepEqual(root.map((n) => n.label), ['g — Group', 'Recent']);
+    const group = root[0]!;
+    assert.ok(group.kind === 'featureGroup');
+    assert.equal(group.contextValue, GROUP_CONTEXT.failed);
+    assert.equal(group.description, 'failed · 0/2 done · spent $0.85 of $1.00 (85 %) ⚠');
+    assert.deepEqual(group.children.map((c) => [c.kind, c.label, c.description]), [
+      ['loop', 'g-a', 'errored · iter 1'],
+      ['feature', 'b — B', 'blocked · after a · Blocked: a failed.'],
+    ]);
+    // g-b is named like b's loop before the store records it: shown under the group only.
+    assert.ok(root[1]!.kind === 'group' && root[1]!.loops.map((l) => l.name).join() === 'other');
+    assert.deepEqual(['review', 'running', 'paused', 'completed'].map((s) => buildExplorerRoot([], [view(s as FeatureGroupView['status'])])[0]!.contextValue), [
+      'forge.group.review',
+      'forge.group.running',
+      'forge.group.paused',
+      'forge.group.ended',
+    ]);
+    const panel = buildGroupPanel(view('paused', { spend: { cost: 1, tokens: 10 } }));
+    assert.equal(panel.statusText, 'paused: budget reached');
+    assert.equal(panel.budgetState, 'reached');
+    assert.deepEqual(panel.actions, ['resume', 'cancel']);
+    assert.match(panel.budgetNote ?? '', /^Paused: the group budget is spent \(spent \$1\.00 of \$1\.00 \(100 %\)\)/);
+    assert.equal(buildGroupPanel(view('running')).budgetNote, '85 % of the group budget used (spent $0.85 of $1.00 (85 %)): at 100 % the group pauses.');
   });
 
   it('Execute PRD through the palette splits the open PRD; "Launch Group" on the review notification starts it', async () => {
