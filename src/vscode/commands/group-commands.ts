@@ -271,6 +271,8 @@ export function registerGroupCommands(ctx: ForgeContext): void {
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('resume a feature group'));
     if (missing) return missing;
+    const noOpencode = await refuseWithoutOpencode(ctx);
+    if (noOpencode) return noOpencode;
     const groups = await service();
     if (!('split' in groups)) return groups;
     const group = await resolveGroup(groups, arg, (g) => g.status === 'paused', vscode.l10n.t('Which paused group should Forge resume?'));
