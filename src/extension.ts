@@ -9,6 +9,7 @@ import type { ForgeExtensionApi, TreeSnapshotNode } from './vscode/api';
 import { chatApiOf, registerForgeChat } from './vscode/chat/forge-chat';
 import { registerApiKeyCommands } from './vscode/commands/api-key-commands';
 import { registerExecuteCommands } from './vscode/commands/execute-commands';
+import { registerGroupCommands } from './vscode/commands/group-commands';
 import { registerFindingCommands } from './vscode/commands/finding-commands';
 import { registerLoopCommands } from './vscode/commands/loop-commands';
 import { registerPlanCommands } from './vscode/commands/plan-commands';
@@ -128,6 +129,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   registerSandboxCommands(ctx);
   registerFindingCommands(ctx);
   registerApiKeyCommands(ctx);
+  registerGroupCommands(ctx);
   logRuntimeEvents(ctx, log.child('loop'));
   // `vscode.chat` is read through the API object, never assumed: builds without it activate all the same.
   const chatParticipant = registerForgeChat(chatApiOf({ chat: vscode.chat }), {
@@ -213,7 +215,16 @@ type SectionReader = (node: LoopDetailNode) => LoopDetailNode[];
 
 function snapshotOf(node: LoopTreeNode, readSections: SectionReader): TreeSnapshotNode {
   const item = toTreeItem(node);
-  const children = node.kind === 'group' ? node.loops : node.kind === 'loop' ? buildLoopDetails(node) : node.sectionsOf ? readSections(node) : [];
+  const children =
+    node.kind === 'group'
+      ? node.loops
+      : node.kind === 'featureGroup'
+        ? node.children
+        : node.kind === 'loop'
+          ? buildLoopDetails(node)
+          : node.kind === 'detail' && node.sectionsOf
+            ? readSections(node)
+            : [];
   return {
     id: node.id,
     label: String(typeof item.label === 'object' ? item.label.label : item.label),

@@ -19,6 +19,8 @@ import type {
   UsageView,
   WebviewToHost,
 } from '../src/vscode/dashboard/protocol';
+import { button, h, section, statusChip, type Child } from './dom';
+import { groupProbe, renderGroup } from './group-view';
 import { renderStateDiagram } from './state-diagram';
 import { LiveView } from './live-view';
 
@@ -32,20 +34,6 @@ declare function acquireVsCodeApi(): VsCodeApi;
 const vscode = acquireVsCodeApi();
 const app = document.getElementById('app')!;
 let current: DashboardState | undefined;
-
-type Child = Node | string | null | undefined | false;
-
-function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Record<string, string | number | boolean>, ...children: Child[]): HTMLElementTagNameMap[K];
-function h(tag: string, attrs?: Record<string, string | number | boolean>, ...children: Child[]): HTMLElement;
-function h(tag: string, attrs: Record<string, string | number | boolean> = {}, ...children: Child[]): HTMLElement {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === false) continue;
-    node.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) if (c !== null && c !== undefined && c !== false) node.append(c);
-  return node;
-}
 
 const send = (message: WebviewToHost) => vscode.postMessage(message);
 const liveView = new LiveView(send);
@@ -61,15 +49,7 @@ function badge(text: string | number, variant?: 'counter' | 'activity-bar-counte
   return h('vscode-badge', variant ? { variant } : {}, String(text));
 }
 
-function button(label: string, onClick: () => void, secondary = false): HTMLElement {
-  const b = h('vscode-button', secondary ? { secondary: true } : {}, label);
-  b.addEventListener('click', onClick);
-  return b;
-}
 
-function statusChip(status: string): HTMLElement {
-  return h('span', { class: `status status-${status}` }, status);
-}
 
 function renderList(state: DashboardState): HTMLElement {
   const list = h('nav', { class: 'loop-list', 'aria-label': 'Loops' });
@@ -105,9 +85,6 @@ function renderList(state: DashboardState): HTMLElement {
   return list;
 }
 
-function section(title: string, ...children: Child[]): HTMLElement {
-  return h('section', { class: 'panel' }, h('h3', {}, title), ...children);
-}
 
 function usageCells(u: UsageView): HTMLElement[] {
   return [
@@ -399,13 +376,21 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
 
 function render(state: DashboardState): void {
   current = state;
-  vscode.setState({ selected: state.selected });
+  vscode.setState({ selected: state.selected, selectedGroup: state.group?.key ?? null });
   app.replaceChildren();
+  const groupPart = state.group ? renderGroup(state.group, state.selected, send) : null;
+  if (state.loops.length === 0 && groupPart) {
+    app.append(h('div', { class: 'detail' }, groupPart));
+    return;
+  }
   if (state.loops.length === 0) {
     app.append(h('div', { class: 'empty' }, h('h2', {}, 'Forge'), h('p', {}, state.emptyMessage ?? 'No loops yet.')));
     return;
   }
-  const layout = h('div', { class: 'layout' }, renderList(state), state.detail ? renderDetail(state, state.detail) : h('p', { class: 'muted' }, 'Select a loop.'));
+  const detail = state.detail ? renderDetail(state, state.detail) : h('div', { class: 'detail' }, groupPart ? null : h('p', { class: 'muted' }, 'Select a loop.'));
+  // The Group part leads the detail: the selected loop is one feature of it.
+  if (groupPart) detail.prepend(groupPart);
+  const layout = h('div', { class: 'layout' }, renderList(state), detail);
   app.append(layout);
   if (state.focusFindingId !== null) document.getElementById(`finding-${state.focusFindingId}`)?.scrollIntoView({ block: 'center' });
 }
@@ -428,6 +413,7 @@ function probe(): RenderProbe {
     checks: Array.from(app.querySelectorAll('div.check')).map((c) => `${c.querySelector('.check-label')?.textContent ?? ''}: ${c.querySelector('.check-status')?.textContent ?? ''}`),
     checkRunRows: app.querySelectorAll('tr.check-run').length,
     checkOutputBlocks: app.querySelectorAll('pre.check-output-text').length,
+    group: groupProbe(app),
     live: app.contains(liveView.root) ? liveView.probe() : { ...liveView.probe(), state: 'hidden' },
   };
 }

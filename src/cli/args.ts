@@ -3,6 +3,8 @@
  */
 import { parseArgs } from 'node:util';
 import type { TerminationReason } from '../core/loop/state';
+import { capProblem } from '../core/groups/feature-split';
+import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary/group-vocabulary';
 
 export const USAGE = `Usage:
   forge run PLAN.md      [options]   run a plan as an audited loop
@@ -13,7 +15,21 @@ export const USAGE = `Usage:
                                      (default file: ./forge-plan-ID.md)
   forge plan --continue ID "ANSWER"  answer the architect / ask for changes, in the
                                      same session (rewrites the draft's file)
-  forge status [NAME]    [--json]    list loops, or show one
+  forge group PRD.md     [--name ID] [--max-concurrent N] [--launch]
+                         [--budget X] [--budget-tokens N] [--model P/M]
+                         [--splitter-model P/M] [--json]
+                                     the read-only feature splitter splits a PRD
+                                     into feature plans (kept for review under the
+                                     data folder); --launch runs them at once
+  forge group launch ID  [--max-concurrent N] [--budget X] [--budget-tokens N]
+                                     run a reviewed group: its features as loops,
+                                     at most N at once, dependencies first
+  forge group resume ID  [--budget X] [--budget-tokens N]
+                                     continue a paused group (a budget pause needs
+                                     a budget above what its loops spent)
+  forge group status [ID] [--json]   list feature groups, or show one
+  forge group cancel ID              cancel a group and its running loops
+  forge status [NAME]    [--json]    list loops (and feature groups), or show one
   forge findings NAME    [--json]    list a loop's review findings
   forge cancel NAME                  cancel a running loop
   forge restart NAME     [--force]   restart a loop that is not completed (also on
@@ -52,12 +68,23 @@ Options:
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --out FILE               plan: where to write the drafted plan (must not exist)
   --continue ID            plan: continue the draft ID (forge plan prints it)
+  --max-concurrent N       group: loops run at once (1 to 16; default
+                           forge.groups.maxConcurrentLoops, 3)
+  --launch                 group: run the features right after the split,
+                           without review
+  --splitter-model P/M     group: the feature splitter's model (default: as
+                           for loops; the embedded model splits PRDs written
+                           as "## Feature <id>: <title>" sections)
+                           A group's --budget / --budget-tokens cover all its
+                           loops together: at 80 % Forge warns; at 100 % the
+                           group pauses (exit 10) until resumed with more.
   --json                   one JSON object per line
   -h, --help               this text
 
 Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
-6 model or agent failure; 7 worktree failure; 8 opencode failure;
-9 another process took over the loop; 10 paused: budget reached; 1 internal error.`;
+6 model or agent failure (a group: a feature failed); 7 worktree failure;
+8 opencode failure; 9 another process took over the loop; 10 paused: budget
+reached; 1 internal error.`;
 
 export interface CommonOptions {
   repo: string;
@@ -115,7 +142,29 @@ export type CliCommand =
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
-  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean } & CommonOptions);
+  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean } & CommonOptions)
+  | ({ command: 'group' } & GroupArgs & CommonOptions);
+
+/** `forge group …` (feature groups): a split of a PRD, or an action on a group by id. */
+export interface GroupArgs {
+  action: 'split' | 'launch' | 'resume' | 'status' | 'cancel';
+  /** split: the PRD file; the others: the group id (status: null lists them all). */
+  target: string | null;
+  /** split: the group id (--name). */
+  name: string | null;
+  maxConcurrent: number | null;
+  /** split: run at once, without review. */
+  launch: boolean;
+  /** Loop models (split) and the splitter's. */
+  model: string | null;
+  auditorModel: string | null;
+  splitterModel: string | null;
+  sandbox: boolean | null;
+  budget: BudgetArgs | null;
+}
+
+/** The actions `forge group ACTION ID` takes; any other first word is a PRD file. */
+export const GROUP_ACTIONS = ['launch', 'resume', 'status', 'cancel'] as const;
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -143,6 +192,8 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   budget: 'an amount above 0 such as 5.00',
   'budget-tokens': 'a whole number above 0 such as 2000000',
   'budget-auditor-share': 'a number from 0 to 1 such as 0.3',
+  'max-concurrent': `a whole number from ${MIN_GROUP_CONCURRENCY} to ${MAX_GROUP_CONCURRENCY}`,
+  'splitter-model': 'a PROVIDER/MODEL',
 };
 
 /**
@@ -161,6 +212,7 @@ function checkOptionValues(argv: readonly string[]): void {
     if (value === undefined) throw new UsageError(`--${option} needs a value: ${VALUE_OPTIONS[option]}.`);
     if (value.startsWith('-')) {
       if (option === 'max-iterations') throw new UsageError(`--max-iterations must be a whole number ≥ 0 (0 = unlimited), not "${value}".`);
+      if (option === 'max-concurrent') throw new UsageError(capProblem(Number(value))!);
       if (option.startsWith('budget')) throw new UsageError(`--${option} must be ${VALUE_OPTIONS[option]}, not "${value}".`);
       throw new UsageError(`--${option} needs a value (${VALUE_OPTIONS[option]}), but "${value}" looks like an option. Write --${option}=${value} if you mean it as the value.`);
     }
@@ -210,6 +262,9 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         json: { type: 'boolean' },
         force: { type: 'boolean' },
         follow: { type: 'boolean' },
+        'max-concurrent': { type: 'string' },
+        launch: { type: 'boolean' },
+        'splitter-model': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -225,6 +280,10 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
+  for (const k of ['max-concurrent', 'launch', 'splitter-model'] as const) {
+    if (command !== 'group' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge group only.`);
+  }
+  if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
   if (command !== 'run' && command !== 'goal') {
     for (const k of runOnly) if (v[k] !== undefined) throw new UsageError(`--${k} applies to forge run and forge goal only.`);
@@ -335,6 +394,53 @@ function budgetOptions(v: Record<string, string | boolean | undefined>): BudgetA
     budget.auditorShare = n;
   }
   return Object.keys(budget).length > 0 ? budget : null;
+}
+
+/** `forge group …`: which action, on what, and the options that apply to it (others are refused). */
+function groupOptions(v: Record<string, string | boolean | undefined>, rest: string[]): GroupArgs {
+  const first = rest[0];
+  const action: GroupArgs['action'] = first !== undefined && (GROUP_ACTIONS as readonly string[]).includes(first) ? (first as GroupArgs['action']) : 'split';
+  const args = action === 'split' ? rest : rest.slice(1);
+  if (action === 'split' && args.length !== 1) throw new UsageError('forge group takes exactly one PRD file (or an action: forge group launch|resume|status|cancel ID).');
+  if ((action === 'launch' || action === 'resume' || action === 'cancel') && args.length !== 1) throw new UsageError(`forge group ${action} takes exactly one group id.`);
+  if (action === 'status' && args.length > 1) throw new UsageError('forge group status takes at most one group id.');
+  const allowed: Record<GroupArgs['action'], readonly string[]> = {
+    split: ['name', 'max-concurrent', 'launch', 'budget', 'budget-tokens', 'model', 'auditor-model', 'splitter-model', 'sandbox', 'no-sandbox'],
+    launch: ['max-concurrent', 'budget', 'budget-tokens'],
+    resume: ['max-concurrent', 'budget', 'budget-tokens'],
+    status: [],
+    cancel: [],
+  };
+  const groupKeys = ['name', 'max-concurrent', 'launch', 'budget', 'budget-tokens', 'model', 'auditor-model', 'splitter-model', 'sandbox', 'no-sandbox', 'max-iterations', 'merge', 'dry-run', 'variant', 'budget-auditor-share', 'check', 'exists', 'contains', 'matches', 'out', 'continue', 'force', 'follow'];
+  for (const k of groupKeys) {
+    if (v[k] === undefined || allowed[action].includes(k)) continue;
+    const where = action === 'split' ? 'forge group PRD.md' : `forge group ${action}`;
+    throw new UsageError(`--${k} does not apply to ${where}.${allowed[action].length > 0 ? ` Its options: ${allowed[action].map((o) => `--${o}`).join(', ')}.` : ''}`);
+  }
+  let maxConcurrent: number | null = null;
+  const mc = v['max-concurrent'];
+  if (typeof mc === 'string') {
+    const n = /^\d+$/.test(mc.trim()) ? Number(mc) : Number.NaN;
+    const problem = capProblem(Number.isNaN(n) ? (mc as unknown as number) : n);
+    if (problem) throw new UsageError(problem);
+    maxConcurrent = n;
+  }
+  if (v.sandbox === true && v['no-sandbox'] === true) throw new UsageError('--sandbox and --no-sandbox contradict each other: give one.');
+  const splitterModel = typeof v['splitter-model'] === 'string' ? v['splitter-model'] : null;
+  if (splitterModel !== null && !MODEL_RE.test(splitterModel)) throw new UsageError(`--splitter-model must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${splitterModel}".`);
+  const models = modelOptions(v);
+  return {
+    action,
+    target: args[0] ?? null,
+    name: typeof v.name === 'string' ? v.name : null,
+    maxConcurrent,
+    launch: v.launch === true,
+    model: models.model,
+    auditorModel: models.auditorModel,
+    splitterModel,
+    sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
+    budget: budgetOptions(v),
+  };
 }
 
 function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOptions, keyof CommonOptions> {

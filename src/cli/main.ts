@@ -3,7 +3,6 @@
  * the CLI: settings from defaults + FORGE_SETTINGS + flags, logging to stderr, the embedded
  * scripted model when no model is configured.
  */
-import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
@@ -21,6 +20,9 @@ import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { FollowLines, type FollowLine } from '../core/live/follow-lines';
+import { GroupError } from '../core/groups/group-types';
+import { formatGroupList, runGroupCommand } from './group-command';
+import { readInputFile } from './read-input';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -96,7 +98,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     embeddedModel: startEmbeddedModel,
     userHasDefaultModel: () => userHasDefaultModel(process.env),
     // Commands that only read must leave the data folder as they found it, damaged files included.
-    readOnly: cmd.command === 'status' || cmd.command === 'findings',
+    readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
   });
 }
 
@@ -275,18 +277,8 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   return EXIT.completed;
 }
 
-async function readPlan(path: string): Promise<string> {
-  try {
-    const s = await stat(path);
-    if (s.isDirectory()) throw new UsageError(`${path} is a folder; give the path of a markdown plan file.`);
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new UsageError(`Plan file ${path} does not exist.`);
-    if (code === 'EACCES') throw new UsageError(`Plan file ${path} cannot be read (permission denied).`);
-    throw error;
-  }
+function readPlan(path: string): Promise<string> {
+  return readInputFile(path, 'Plan');
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -327,6 +319,8 @@ async function main(argv: string[]): Promise<number> {
         return await runLoop(engine, cmd);
       case 'plan':
         return await draftPlan(engine, cmd);
+      case 'group':
+        return await runGroupCommand(engine, cmd, { out, err });
       case 'status': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         if (cmd.name) {
@@ -334,7 +328,11 @@ async function main(argv: string[]): Promise<number> {
           if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
           out(formatLoopDetail(engine, loop, cmd.json));
         } else {
-          out(formatLoopList(engine, projectId, cmd.json));
+          const loops = formatLoopList(engine, projectId, cmd.json);
+          const groups = formatGroupList(engine.groups.list(projectId), cmd.json);
+          // --json: one object per line, loops then groups (a group's object has a "group" key).
+          const lines = [loops, ...groups].filter((l, i) => i > 0 || l !== '' || groups.length === 0);
+          out(lines.join('\n'));
         }
         return 0;
       }
@@ -366,6 +364,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof PlanDraftError) {
       err(`forge: ${error.message}`);
       return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'busy' ? EXIT.cancelled : EXIT.badInput;
+    }
+    if (error instanceof GroupError) {
+      err(`forge: ${error.message}`);
+      return error.code === 'opencode' ? EXIT.opencodeFailure : error.code === 'interrupted' ? EXIT.cancelled : EXIT.badInput;
     }
     if (error instanceof WorkspaceError || error instanceof ForgeDatabaseError) {
       err(`forge: ${error.message}`);

@@ -47,6 +47,8 @@ import { createPlanDrafter, type PlanDrafter } from './plan-draft/plan-drafter';
 import { PlanDraftError } from './plan-draft/architect-prompt';
 import type { PermissionRule } from './opencode/agent-client';
 import { createLiveFeed, type LiveFeed } from './live/live-feed';
+import { createFeatureGroupService, type FeatureGroupServiceHandle } from './groups/feature-group-service';
+import type { FeatureGroupService } from './groups/group-types';
 
 export type { EngineLog };
 
@@ -104,6 +106,8 @@ export interface ForgeEngine {
   readonly planner: PlanDrafter;
   /** What the agent sessions of the loops this process drives are doing now (not persisted). */
   readonly live: LiveFeed;
+  /** Feature groups: a PRD split into feature plans, run as loops under a cap and a group budget (`forge group`). */
+  readonly groups: FeatureGroupService;
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
@@ -308,7 +312,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     let server = toolServers.get(projectId);
     if (!server) {
       server = startForgeToolServer({
-        backend: createLoopToolBackend({ projectId, db, jobs: loopJobs }),
+        backend: createLoopToolBackend({ projectId, db, jobs: loopJobs, featureSplits: { write: (scopeKey, args) => groups.inbox.write(scopeKey, args) } }),
         onCall: (entry) => log.info(`[tools] ${entry.loopName ?? '-'} ${entry.role ?? '?'} ${entry.tool}: ${entry.outcome}${entry.message ? ` — ${entry.message}` : ''}`),
         onError: (e) => log.error(`[tools] ${String(e)}`),
       });
@@ -359,14 +363,25 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     sandbox: sandboxPort,
   });
 
-  const planner = createPlanDrafter({
-    dataDir,
-    repos,
+  /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
+  const readOnlyTurnDeps = {
     git: createGitRunner(),
     log,
-    projectOf: (repoPath) => runtime.projectOf(repoPath),
     toolServerFor,
     agentPrompts,
+    opencodeEnv,
+    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
+    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
+    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
+    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
+    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
+  };
+
+  const planner = createPlanDrafter({
+    ...readOnlyTurnDeps,
+    dataDir,
+    repos,
+    projectOf: (repoPath) => runtime.projectOf(repoPath),
     // The architect needs a model that can plan: the embedded scripted model only implements
     // plans that spell out their files, so it is never chosen for drafting.
     async resolveModel(requested) {
@@ -380,12 +395,24 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       }
       return null;
     },
-    opencodeEnv,
-    ...(options.opencodeExtraEnv ? { opencodeExtraEnv: options.opencodeExtraEnv } : {}),
-    binaryPath: () => options.settings()['forge.opencode.binaryPath'] || undefined,
-    userDenyRules: () => options.settings()['forge.loop.permissions'] as PermissionRule[],
-    busyStallTimeoutMs: () => options.settings()['forge.loop.busyStallTimeoutMs'],
-    idleGateTimeoutMs: () => options.settings()['forge.loop.idleGateTimeoutMs'],
+  });
+  // Declared before use by the tool backend's closure (a split's writes arrive while it runs).
+  const groups: FeatureGroupServiceHandle = createFeatureGroupService({
+    ...readOnlyTurnDeps,
+    dataDir,
+    repos,
+    runtime,
+    settings: options.settings,
+    // Unlike the architect, the splitter may run on the embedded model: it splits PRDs that spell
+    // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.
+    async resolveSplitterModel(requested) {
+      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || null;
+      if (model) return model;
+      if (!options.embeddedModel || (options.userHasDefaultModel && (await options.userHasDefaultModel()))) return null;
+      const e = await (embedded ??= options.embeddedModel());
+      embeddedConfig = e.config;
+      return e.model;
+    },
   });
   /** opencode's provider catalog, from a server started for the question in `probeDir`. */
   async function listProviders(probeDir: string): Promise<ProviderCatalog> {
@@ -439,6 +466,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     worktrees,
     planner,
     live,
+    groups,
     onDidChangeStore(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -499,6 +527,8 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       unsubscribeRuntime();
       watcher?.close();
       if (timer) clearTimeout(timer);
+      // Before the loops stop: a group this process drives is paused (interrupted), not failed.
+      groups.dispose();
       await runtime.dispose('shutdown');
       for (const s of toolServers.values()) await (await s).close().catch(() => {});
       if (embedded) await (await embedded).close().catch(() => {});

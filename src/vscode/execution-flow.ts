@@ -118,6 +118,36 @@ export interface ExecutionFlowDeps {
     readonly current: number | null;
     readonly estimate: (model: string | null, auditorModel: string | null) => Promise<string | null>;
   };
+  /** Steps the caller asks after these (Execute PRD's cap and group budget), counted in the step titles. */
+  readonly extraSteps?: number;
+}
+
+/** How many steps the flow of `deps` numbers before the caller's extra ones. */
+export function executionFlowSteps(deps: Pick<ExecutionFlowDeps, 'kind' | 'budget'>): number {
+  return (deps.kind === 'plan' ? 6 : 5) + (deps.budget ? 1 : 0);
+}
+
+/**
+ * One budget box: money (an amount such as 5.00) or tokens (a whole number); empty = none.
+ * Resolves to the figure, null for none, undefined when the user pressed Escape. Shared by the
+ * loop budget step and the feature group's budget steps.
+ */
+export async function askBudgetAmount(options: { readonly title: string; readonly kind: 'money' | 'tokens'; readonly prompt: string; readonly current: number | null }): Promise<number | null | undefined> {
+  const money = options.kind === 'money';
+  const value = await vscode.window.showInputBox({
+    title: options.title,
+    prompt: options.prompt,
+    value: options.current !== null ? String(options.current) : '',
+    ignoreFocusOut: true,
+    validateInput: (v) =>
+      v.trim() === '' || (money ? /^\d*\.?\d+$/.test(v.trim()) && Number(v) > 0 : /^\d+$/.test(v.trim()) && Number(v) > 0)
+        ? undefined
+        : money
+          ? vscode.l10n.t('An amount above 0 such as 5.00, or empty for no budget')
+          : vscode.l10n.t('A whole number of tokens above 0 such as 2000000, or empty for no token budget'),
+  });
+  if (value === undefined) return undefined;
+  return value.trim() === '' ? null : Number(value.trim());
 }
 
 /**
@@ -143,7 +173,7 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
     const variant = deps.given.variant !== undefined ? deps.given.variant : chosen.model === (last.model ?? null) ? (last.variant ?? null) : null;
     return { ...chosen, variant: chosen.mode === 'session' ? null : variant };
   }
-  const steps = (deps.kind === 'plan' ? 6 : 5) + (deps.budget ? 1 : 0);
+  const steps = executionFlowSteps(deps) + (deps.extraSteps ?? 0);
   let step = 0;
   const stepTitle = () => `${title} (${++step}/${steps})`;
 
@@ -212,15 +242,14 @@ export async function runExecutionFlow(deps: ExecutionFlowDeps): Promise<Executi
   let budget: number | null | undefined = deps.given.budget;
   if (budget === undefined && deps.budget) {
     const estimate = await deps.budget.estimate(model, auditorModel).catch(() => null);
-    const value = await vscode.window.showInputBox({
+    const value = await askBudgetAmount({
       title: stepTitle(),
+      kind: 'money',
       prompt: vscode.l10n.t('Budget in money (for example 5.00); empty = none. At 80 % Forge warns, at 100 % the loop pauses at its next hand-over. {0}', estimate ?? ''),
-      value: deps.budget.current !== null ? String(deps.budget.current) : '',
-      ignoreFocusOut: true,
-      validateInput: (v) => (v.trim() === '' || (/^\d*\.?\d+$/.test(v.trim()) && Number(v) > 0) ? undefined : vscode.l10n.t('An amount above 0 such as 5.00, or empty for no budget')),
+      current: deps.budget.current,
     });
     if (value === undefined) return undefined;
-    budget = value.trim() === '' ? null : Number(value.trim());
+    budget = value;
   } else if (deps.budget) step++;
 
   let maxIterations = deps.given.maxIterations;

@@ -11,7 +11,7 @@ export function themeIcon(spec: TreeIconSpec | undefined): vscode.ThemeIcon | un
 
 export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
   const collapsible =
-    node.kind === 'group'
+    node.kind === 'group' || node.kind === 'featureGroup'
       ? vscode.TreeItemCollapsibleState.Expanded
       : node.kind === 'loop' || (node.kind === 'detail' && node.sectionsOf)
         ? vscode.TreeItemCollapsibleState.Collapsed
@@ -26,6 +26,10 @@ export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
   if (node.kind === 'loop') {
     // A click opens the loop in the dashboard; the context menu has the rest.
     item.command = { command: 'forge.openDashboard', title: vscode.l10n.t('Open Dashboard'), arguments: [{ projectId: node.projectId, name: node.name }] };
+  }
+  if (node.kind === 'featureGroup') {
+    // A click opens the group's part of the dashboard.
+    item.command = { command: 'forge.openDashboard', title: vscode.l10n.t('Open Dashboard'), arguments: [{ projectId: node.projectId, groupId: node.groupId }] };
   }
   return item;
 }
@@ -73,6 +77,7 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
       return [...this.model.tree()];
     }
     if (node.kind === 'group') return [...node.loops];
+    if (node.kind === 'featureGroup') return [...node.children];
     if (node.kind === 'loop') return buildLoopDetails(node);
     if (node.kind === 'detail' && node.sectionsOf) {
       try {

@@ -8,6 +8,7 @@ import { confinementOf, describeConfinement } from '../core/sandbox/confinement'
 import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loops-repository';
 import type { CheckRunRow } from '../core/storage/repositories/check-runs-repository';
 import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
+import type { FeatureGroupNode, FeatureNode } from './group-tree-model';
 
 /** Findings about the goal or plan itself (FINDING_PSEUDO_PATHS of src/core/loop/tool-backend.ts). */
 export const PSEUDO_FINDING_PATHS: readonly string[] = ['GOAL', 'PLAN'];
@@ -111,7 +112,7 @@ export interface TreeIconSpec {
   readonly color?: string;
 }
 
-interface NodeBase {
+export interface NodeBase {
   readonly id: string;
   readonly label: string;
   readonly description?: string;
@@ -182,7 +183,10 @@ export function buildSectionNodes(
   });
 }
 
-export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode;
+export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode | FeatureGroupNode | FeatureNode;
+
+/** What the Loop Explorer's root shows: feature groups first, then the Running / Recent sections. */
+export type LoopRootNode = FeatureGroupNode | LoopGroupNode;
 
 /** `contextValue`s the manifest's menus match. */
 export const LOOP_CONTEXT = {
@@ -421,11 +425,14 @@ export function buildLoopDetails(node: LoopNode): LoopDetailNode[] {
   return details;
 }
 
-/** Running loops first (most recently active first), then recent ones; empty groups are left out. */
-export function buildLoopTree(summaries: readonly LoopSummary[]): LoopGroupNode[] {
+/**
+ * Running loops first (most recently active first), then recent ones; empty groups are left out.
+ * Loops in `exclude` (`projectId/name`: the feature groups' loops, shown under their group) are left out.
+ */
+export function buildLoopTree(summaries: readonly LoopSummary[], exclude: ReadonlySet<string> = new Set()): LoopGroupNode[] {
   const running: LoopNode[] = [];
   const recent: LoopNode[] = [];
-  const sorted = [...summaries].sort(
+  const sorted = [...summaries].filter((s) => !exclude.has(`${s.loop.projectId}/${s.loop.name}`)).sort(
     (a, b) => (b.loop.endedAt ?? b.loop.updatedAt) - (a.loop.endedAt ?? a.loop.updatedAt) || a.loop.name.localeCompare(b.loop.name),
   );
   for (const summary of sorted) (isLive(summary.loop.status) ? running : recent).push(buildLoopNode(summary));

@@ -2,10 +2,19 @@ import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import type { ForgeLog } from './log';
-import { buildLoopTree, checkCountOf, isLoopLevelFindingPath, summariseLoopChecks, LOOP_LEVEL_FINDING_PATHS, type LoopGroupNode, type LoopSummary } from './loop-tree-model';
+import type { FeatureGroupService, FeatureGroupView, GroupEvent, GroupRef } from '../core/groups/group-types';
+import { buildExplorerRoot } from './group-tree-model';
+import { checkCountOf, isLoopLevelFindingPath, summariseLoopChecks, LOOP_LEVEL_FINDING_PATHS, type LoopRootNode, type LoopSummary } from './loop-tree-model';
 import type { WorkspaceProject, WorkspaceProjects } from './projects';
 
 export const loopKey = (ref: { projectId: string; name: string }): string => `${ref.projectId}/${ref.name}`;
+export const groupKey = (ref: GroupRef): string => `${ref.projectId}/${ref.id}`;
+
+/** The engine's feature-group service (the surfaces never reach into its scheduler or storage). */
+export function groupServiceOf(engine: ForgeEngine): FeatureGroupService | undefined {
+  // Optional: an engine built without groups (tests' stand-ins) shows none.
+  return (engine as Partial<Pick<ForgeEngine, 'groups'>>).groups;
+}
 
 /** Reads every loop of `projects` with its aggregates: a few queries per project, none per loop. */
 export function readLoopSummaries(engine: ForgeEngine, projects: readonly WorkspaceProject[]): LoopSummary[] {
@@ -55,7 +64,12 @@ export interface LoopsModel {
   start(): Promise<void>;
   isStarted(): boolean;
   summaries(): readonly LoopSummary[];
-  tree(): readonly LoopGroupNode[];
+  /** The feature groups of the workspace's projects, as last read. */
+  groups(): readonly FeatureGroupView[];
+  findGroup(ref: GroupRef): FeatureGroupView | undefined;
+  /** Every event of this window's feature-group service (notifications react to them). */
+  readonly onGroupEvent: vscode.Event<GroupEvent>;
+  tree(): readonly LoopRootNode[];
   projects(): readonly WorkspaceProject[];
   find(ref: { projectId: string; name: string }): LoopSummary | undefined;
   /** Re-reads soon (coalesced). */
@@ -76,8 +90,11 @@ const COALESCE_MS = 50;
 export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disposable {
   const changed = new vscode.EventEmitter<void>();
   const runtimeEvents = new vscode.EventEmitter<LoopRuntimeEvent>();
+  const groupEvents = new vscode.EventEmitter<GroupEvent>();
   let summaries: LoopSummary[] = [];
-  let tree: LoopGroupNode[] = [];
+  let groups: FeatureGroupView[] = [];
+  let groupsByKey = new Map<string, FeatureGroupView>();
+  let tree: LoopRootNode[] = [];
   let projects: WorkspaceProject[] = [];
   let byKey = new Map<string, LoopSummary>();
   let engineSubscriptions: (() => void)[] = [];
@@ -94,6 +111,15 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
       }),
       engine.onDidChangeStore(() => schedule()),
     ];
+    const service = groupServiceOf(engine);
+    if (service) {
+      engineSubscriptions.push(
+        service.subscribe((event) => {
+          groupEvents.fire(event);
+          schedule();
+        }),
+      );
+    }
     schedule();
   };
 
@@ -103,7 +129,10 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
     projects = await deps.projects.list(engine);
     summaries = readLoopSummaries(engine, projects);
     byKey = new Map(summaries.map((s) => [loopKey(s.loop), s]));
-    tree = buildLoopTree(summaries);
+    const service = groupServiceOf(engine);
+    groups = service ? projects.flatMap((p) => service.list(p.projectId)) : [];
+    groupsByKey = new Map(groups.map((g) => [groupKey(g.ref), g]));
+    tree = buildExplorerRoot(summaries, groups);
     changed.fire();
   };
 
@@ -145,6 +174,9 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
   return {
     onDidChange: changed.event,
     onRuntimeEvent: runtimeEvents.event,
+    onGroupEvent: groupEvents.event,
+    groups: () => groups,
+    findGroup: (ref) => groupsByKey.get(groupKey(ref)),
     async start() {
       await deps.engine.get();
       await refreshNow();
@@ -162,6 +194,7 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
       for (const s of subscriptions) s.dispose();
       changed.dispose();
       runtimeEvents.dispose();
+      groupEvents.dispose();
     },
   };
 }

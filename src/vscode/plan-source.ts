@@ -39,6 +39,12 @@ export function planFromActiveEditor(): PlanInput | undefined {
 export async function resolvePlanInput(
   explicit: { uri?: vscode.Uri; text?: string } | undefined,
   interactive: boolean,
+  /** The picker's words (Execute PRD asks for a PRD, not a plan). */
+  labels: { readonly title: string; readonly clipboard: string; readonly openLabel: string } = {
+    title: vscode.l10n.t('Forge: Execute Plan — which plan?'),
+    clipboard: vscode.l10n.t('$(clippy) Plan from the clipboard'),
+    openLabel: vscode.l10n.t('Execute Plan'),
+  },
 ): Promise<PlanInput | undefined> {
   if (explicit?.text !== undefined) return { text: explicit.text, source: 'the given plan text' };
   if (explicit?.uri) return readPlanFile(explicit.uri);
@@ -51,15 +57,15 @@ export async function resolvePlanInput(
   const choices: Choice[] = [];
   if (clipboard !== '') {
     const lines = clipboard.split(/\r?\n/);
-    choices.push({ pick: 'clipboard', label: vscode.l10n.t('$(clippy) Plan from the clipboard'), description: lines.length === 1 ? vscode.l10n.t('1 line') : vscode.l10n.t('{0} lines', lines.length), detail: lines[0]?.slice(0, 120) });
+    choices.push({ pick: 'clipboard', label: labels.clipboard, description: lines.length === 1 ? vscode.l10n.t('1 line') : vscode.l10n.t('{0} lines', lines.length), detail: lines[0]?.slice(0, 120) });
   }
   choices.push({ pick: 'file', label: vscode.l10n.t('$(markdown) Pick a markdown file…') });
-  const choice = choices.length === 1 ? choices[0] : await vscode.window.showQuickPick(choices, { title: vscode.l10n.t('Forge: Execute Plan — which plan?'), placeHolder: vscode.l10n.t('No markdown editor is active') });
+  const choice = choices.length === 1 ? choices[0] : await vscode.window.showQuickPick(choices, { title: labels.title, placeHolder: vscode.l10n.t('No markdown editor is active') });
   if (!choice) return undefined;
   if (choice.pick === 'clipboard') return { text: clipboard, source: 'the clipboard' };
   const picked = await vscode.window.showOpenDialog({
     canSelectMany: false,
-    openLabel: vscode.l10n.t('Execute Plan'),
+    openLabel: labels.openLabel,
     filters: { Markdown: ['md', 'markdown', 'mdx'] },
     ...(vscode.workspace.workspaceFolders?.[0] ? { defaultUri: vscode.workspace.workspaceFolders[0].uri } : {}),
   });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createCliRunner, ensureCliBuilt, type CliRunner } from './cli-runner';
 import { createTestRepository, type TestRepository } from './git-repo';
 import { REPO_ROOT } from './loop-harness';
-import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from './opencode-test-env';
+import { writeOpencodeTestEnvironment, type OpencodeTestEnvironment, type OpencodeTestEnvironmentOptions } from './opencode-test-env';
 import { startScriptedModel, type ScriptedModel } from './scripted-model';
 
 export interface CliLoopWorld {
@@ -22,12 +22,17 @@ export interface CliLoopWorld {
   readonly runner: CliRunner;
 }
 
-export function useCliLoopWorld(scratchPrefix: string, files: Record<string, string>): CliLoopWorld {
+export interface CliLoopWorldOptions {
+  /** More of the opencode environment (`extraUserConfig: { model: undefined }`: no default model, so the embedded model runs). */
+  environment?: Omit<OpencodeTestEnvironmentOptions, 'modelBaseURL'>;
+}
+
+export function useCliLoopWorld(scratchPrefix: string, files: Record<string, string>, options: CliLoopWorldOptions = {}): CliLoopWorld {
   const world: Partial<{ -readonly [K in keyof CliLoopWorld]: CliLoopWorld[K] }> = {};
   before(async () => {
     const cliPath = ensureCliBuilt(REPO_ROOT);
     world.model = await startScriptedModel();
-    world.env = await writeOpencodeTestEnvironment({ modelBaseURL: world.model.baseURL });
+    world.env = await writeOpencodeTestEnvironment({ ...options.environment, modelBaseURL: world.model.baseURL });
     world.repo = await createTestRepository(files);
     world.work = await mkdtemp(join(tmpdir(), scratchPrefix));
     world.runner = createCliRunner({ cliPath, env: world.env.env, commonArgs: ['--data-dir', join(world.work, 'data'), '--repo', world.repo.dir] });

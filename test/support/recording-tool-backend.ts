@@ -43,5 +43,6 @@ export function createRecordingToolBackend(): RecordingToolBackend {
     loopHandoff: record('loopHandoff'),
     shell: record('shell'),
     jobs: record('jobs'),
+    featuresWrite: record('featuresWrite'),
   };
 }

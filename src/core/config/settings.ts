@@ -184,6 +184,22 @@ const settingSpecs = {
     description:
       'Share of each budget the auditor may spend, the coder the rest (for example 0.3). 0 = no split: coder and auditor share one budget.',
   },
+  'forge.groups.maxConcurrentLoops': {
+    schema: z.number().int().min(1).max(16),
+    default: 3,
+    description: 'Feature groups (forge group PRD.md): how many of a group\'s feature loops run at once (1 to 16).',
+  },
+  'forge.groups.budget.money': {
+    schema: z.number().min(0),
+    default: 0,
+    description:
+      'Default money budget of a new feature group, over all its loops together (USD as opencode prices the models; 0 = none). At 80 % Forge warns; at 100 % the group pauses: nothing new starts and its running loops pause at their next hand-over.',
+  },
+  'forge.groups.budget.tokens': {
+    schema: z.number().int().min(0),
+    default: 0,
+    description: 'Default token budget of a new feature group, over all its loops together (0 = none). Paused and warned like the money budget.',
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

@@ -115,7 +115,21 @@ export interface FeatureGroupService {
 export class GroupError extends Error {
   constructor(
     message: string,
-    readonly code: 'bad_prd' | 'unsplittable' | 'bad_cap' | 'cycle' | 'unknown_dependency' | 'duplicate_feature' | 'not_found' | 'bad_state' | 'no_budget_room' | 'bad_plan',
+    readonly code:
+      | 'bad_prd'
+      | 'unsplittable'
+      | 'bad_cap'
+      | 'cycle'
+      | 'unknown_dependency'
+      | 'duplicate_feature'
+      | 'not_found'
+      | 'bad_state'
+      | 'no_budget_room'
+      | 'bad_plan'
+      // Added by the implementation: a bad budget figure, opencode failing the splitter, the splitter interrupted.
+      | 'bad_budget'
+      | 'opencode'
+      | 'interrupted',
   ) {
     super(message);
     this.name = 'GroupError';

@@ -8,6 +8,7 @@ import { ForgeToolError, type ForgeToolBackend, type ForgeToolCaller } from '../
 import {
   auditorHandoffPayload,
   coderHandoffPayload,
+  type FeaturesWriteArgs,
   type PlanAdjustArgs,
   type ReviewDeleteArgs,
   type ReviewReadArgs,
@@ -45,6 +46,11 @@ export interface LoopToolBackendOptions {
   onHandoff?: (handoff: LoopHandoffRow) => void;
   /** The running loops' forge_shell jobs. */
   jobs?: LoopJobRegistry;
+  /**
+   * Where a feature splitter's `forge_features_write` goes (keyed by its scope key, the split's
+   * id): the group service validates it and answers with the text the agent sees.
+   */
+  featureSplits?: { write(scopeKey: string, args: FeaturesWriteArgs): string };
 }
 
 export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToolBackend {
@@ -79,7 +85,7 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
   }
 
   function roleOf(caller: ForgeToolCaller): Role {
-    if (caller.role === 'architect') throw new ForgeToolError('The architect takes no part in loops.');
+    if (caller.role === 'architect' || caller.role === 'splitter') throw new ForgeToolError(`The ${caller.role} takes no part in loops.`);
     return caller.role;
   }
 
@@ -119,6 +125,11 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
   }
 
   return {
+    async featuresWrite(caller, args) {
+      if (!caller.scopeKey || !options.featureSplits) throw new ForgeToolError('No feature split is waiting for this session; end your turn.');
+      return options.featureSplits.write(caller.scopeKey, args);
+    },
+
     async shell(caller, args) {
       return refusingBadJobRequests(() => jobsOf(caller).shell(args));
     },

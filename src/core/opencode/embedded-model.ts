@@ -57,9 +57,86 @@ function toolsCalled(request: ScriptedRequest): string[] {
   return request.messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.function.name) : []));
 }
 
+/** One feature as the embedded splitter reads it from a PRD. */
+export interface PrdFeatureSection {
+  id: string;
+  title: string;
+  dependsOn: string[];
+  plan: string;
+}
+
+const FEATURE_HEADING = /^##[ \t]+Feature[ \t]+([^\s:]+)[ \t]*:[ \t]*(.+?)[ \t#]*$/i;
+const DEPENDS_LINE = /^[ \t]*Depends[ \t]+on[ \t]*:[ \t]*(.*)$/i;
+
+/**
+ * The features a PRD spells out as `## Feature <id>: <title>` sections (an optional line
+ * `Depends on: a, b` inside). Each section's body becomes the feature's plan: titled with the
+ * feature's title, its `### ` sub-headings become the plan's `## ` sections (a body without
+ * any is one section). Headings inside fenced blocks are text.
+ */
+export function prdFeatureSections(prd: string): PrdFeatureSection[] {
+  const lines = prd.replace(/\r\n?/g, '\n').split('\n');
+  const features: Array<{ id: string; title: string; dependsOn: string[]; body: string[] }> = [];
+  let current: (typeof features)[number] | null = null;
+  let fence: string | null = null;
+  for (const line of lines) {
+    const marker = /^[ \t]{0,3}(`{3,}|~{3,})/.exec(line)?.[1];
+    if (marker && (fence === null || marker.startsWith(fence))) fence = fence === null ? marker : null;
+    else if (fence === null) {
+      const heading = FEATURE_HEADING.exec(line);
+      if (heading) {
+        current = { id: heading[1]!, title: heading[2]!, dependsOn: [], body: [] };
+        features.push(current);
+        continue;
+      }
+      if (/^#{1,2}[ \t]/.test(line)) {
+        current = null;
+        continue;
+      }
+      const depends = current ? DEPENDS_LINE.exec(line) : null;
+      if (current && depends) {
+        current.dependsOn = depends[1]!.split(/[,\s]+/).map((d) => d.trim()).filter((d) => d && !/^\(?none\)?$/i.test(d));
+        continue;
+      }
+      if (current && /^###[ \t]/.test(line)) {
+        current.body.push(line.slice(1));
+        continue;
+      }
+    }
+    current?.body.push(line);
+  }
+  return features.map((f) => {
+    const body = f.body.join('\n').trim();
+    const sectioned = /^##[ \t]/m.test(body);
+    const plan = [`# ${f.title}`, '', ...(sectioned ? [] : [`## ${f.title}`]), body, ''].join('\n');
+    return { id: f.id, title: f.title, dependsOn: f.dependsOn, plan };
+  });
+}
+
+/** The PRD inside the splitter's prompt (between `<prd>` and `</prd>` lines). */
+function prdOf(prompt: string): string | null {
+  const start = prompt.indexOf('\n<prd>\n');
+  const end = prompt.lastIndexOf('\n</prd>');
+  return start >= 0 && end > start ? prompt.slice(start + 7, end) : null;
+}
+
+/** The embedded feature splitter: writes the PRD's `## Feature` sections, once; nothing when there are none. */
+function embeddedSplitterStep(request: ScriptedRequest, prompt: string, called: string[]): ScriptStep {
+  if (called.includes('forge_features_write')) {
+    const answer = request.toolResults.find((r) => r.name === 'forge_features_write')?.content ?? '';
+    return text(/cannot use this split/i.test(answer) ? `Forge refused the split; the embedded scripted model does not rewrite PRDs.\n\n${answer}` : 'Wrote the features as the PRD spells them out.');
+  }
+  const features = prdFeatureSections(prdOf(prompt) ?? '');
+  if (features.length === 0) {
+    return text('The PRD has no "## Feature <id>: <title>" sections, so Forge\'s embedded scripted model cannot split it. Configure a real model (setting forge.model or FORGE_MODEL) to split free-form PRDs.');
+  }
+  return toolCall('forge_features_write', { features });
+}
+
 export function embeddedAgentStep(request: ScriptedRequest): ScriptStep {
   const prompt = firstUserText(request);
   const called = toolsCalled(request);
+  if (request.toolNames.includes('forge_features_write')) return embeddedSplitterStep(request, prompt, called);
   const isCoder = request.toolNames.includes('write');
   if (called.includes('forge_loop_handoff')) return text('Handed off to Forge.');
   if (isCoder) {

@@ -19,13 +19,14 @@ import {
   FORGE_MCP_SERVER_NAME,
   FORGE_TOOL_NAMES,
   opencodeToolName,
+  READ_ONLY_ROLES,
   roleMayUseTool,
   type ForgeAgentRole,
 } from './forge-tools';
 
 export type AgentPrompts = Record<ForgeAgentRole, string>;
 
-/** Loads `forge-code.md`, `forge-auditor.md`, `forge-architect.md` from the folder the caller ships them in. */
+/** Loads `forge-code.md`, `forge-auditor.md`, `forge-architect.md`, `forge-splitter.md` from the folder the caller ships them in. */
 export async function loadAgentPrompts(folder: string): Promise<AgentPrompts> {
   const prompts = {} as AgentPrompts;
   for (const role of FORGE_AGENT_ROLES) {
@@ -54,6 +55,7 @@ const DESCRIPTIONS: Record<ForgeAgentRole, string> = {
   code: "Forge's coding agent: implements a plan section in the loop's worktree and hands off.",
   auditor: "Forge's auditor: reviews the loop's work against the plan and records findings. Cannot edit files.",
   architect: "Forge's architect: a read-only planner that writes the plan of record.",
+  splitter: "Forge's feature splitter: reads a PRD and the repository, and writes one plan per feature.",
 };
 
 /**
@@ -65,8 +67,8 @@ export function agentPermission(role: ForgeAgentRole): Record<string, unknown> {
   for (const tool of FORGE_TOOL_NAMES) {
     if (!roleMayUseTool(role, tool)) permission[opencodeToolName(tool)] = 'deny';
   }
-  if (role === 'auditor' || role === 'architect') permission.edit = 'deny';
-  if (role === 'architect') permission.bash = 'deny';
+  if (role === 'auditor' || READ_ONLY_ROLES.includes(role)) permission.edit = 'deny';
+  if (READ_ONLY_ROLES.includes(role)) permission.bash = 'deny';
   return permission;
 }
 

@@ -7,6 +7,7 @@ import type {
   ForgeAgentRole,
   JobsArgs,
   ShellArgs,
+  FeaturesWriteArgs,
   LoopHandoffArgs,
   PlanAdjustArgs,
   PlanEditArgs,
@@ -52,4 +53,6 @@ export interface ForgeToolBackend {
   shell(caller: ForgeToolCaller, args: ShellArgs): Promise<string>;
   /** `forge_jobs`: lists, polls, reads or kills the loop's jobs. */
   jobs(caller: ForgeToolCaller, args: JobsArgs): Promise<string>;
+  /** `forge_features_write`: the feature splitter's split of a PRD (scope key: the split's id). */
+  featuresWrite(caller: ForgeToolCaller, args: FeaturesWriteArgs): Promise<string>;
 }

@@ -111,6 +111,7 @@ const BACKEND_METHOD: Record<ForgeToolName, keyof ForgeToolBackend> = {
   loop_handoff: 'loopHandoff',
   shell: 'shell',
   jobs: 'jobs',
+  features_write: 'featuresWrite',
 };
 
 interface ScopeState {

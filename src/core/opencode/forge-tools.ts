@@ -9,14 +9,18 @@ import { z } from 'zod';
 /** Name of Forge's MCP server in opencode's `mcp` configuration; opencode prefixes tool names with it. */
 export const FORGE_MCP_SERVER_NAME = 'forge';
 
-export type ForgeAgentRole = 'code' | 'auditor' | 'architect';
-export const FORGE_AGENT_ROLES: readonly ForgeAgentRole[] = ['code', 'auditor', 'architect'];
+export type ForgeAgentRole = 'code' | 'auditor' | 'architect' | 'splitter';
+export const FORGE_AGENT_ROLES: readonly ForgeAgentRole[] = ['code', 'auditor', 'architect', 'splitter'];
+
+/** Roles that only read the repository (a detached checkout) and write through their Forge tools. */
+export const READ_ONLY_ROLES: readonly ForgeAgentRole[] = ['architect', 'splitter'];
 
 /** opencode agent name per role. */
 export const FORGE_AGENT_NAMES: Record<ForgeAgentRole, string> = {
   code: 'forge-code',
   auditor: 'forge-auditor',
   architect: 'forge-architect',
+  splitter: 'forge-splitter',
 };
 
 export const FORGE_TOOL_NAMES = [
@@ -31,6 +35,7 @@ export const FORGE_TOOL_NAMES = [
   'loop_handoff',
   'shell',
   'jobs',
+  'features_write',
 ] as const;
 export type ForgeToolName = (typeof FORGE_TOOL_NAMES)[number];
 
@@ -38,6 +43,7 @@ export const TOOLS_BY_ROLE: Record<ForgeAgentRole, readonly ForgeToolName[]> = {
   auditor: ['review_write', 'review_read', 'review_delete', 'section_read', 'plan_read', 'plan_adjust', 'loop_handoff'],
   code: ['review_read', 'plan_read', 'section_read', 'loop_handoff', 'shell', 'jobs'],
   architect: ['plan_read', 'plan_write', 'plan_edit'],
+  splitter: ['features_write'],
 };
 
 /**
@@ -168,7 +174,22 @@ export const jobsArgs = z
   })
   .refine((v) => v.action === 'list' || v.jobId !== undefined, { message: 'jobId is required for poll, log and kill' });
 
+/** The feature splitter's one write: the whole split, replacing any earlier one of the turn. */
+export const featuresWriteArgs = z.object({
+  features: z
+    .array(
+      z.object({
+        id: nonEmpty('id').describe('Short id: lower-case letters, digits and "-" (at most 32), e.g. "auth" or "search-api".'),
+        title: nonEmpty('title').describe('One line naming the feature.'),
+        dependsOn: z.array(z.string()).default([]).describe('Ids of the features that must be complete before this one starts (none: []).'),
+        plan: nonEmpty('plan').describe('The feature\'s plan in markdown: a "# " title, an objective, a "## Verification" part and "## " sections in execution order.'),
+      }),
+    )
+    .describe('Every feature of the PRD, in a sensible order.'),
+});
+
 export type ShellArgs = z.infer<typeof shellArgs>;
+export type FeaturesWriteArgs = z.infer<typeof featuresWriteArgs>;
 export type JobsArgs = z.infer<typeof jobsArgs>;
 export type ReviewWriteArgs = z.infer<typeof reviewWriteArgs>;
 export type ReviewReadArgs = z.infer<typeof reviewReadArgs>;
@@ -246,5 +267,11 @@ export const FORGE_TOOLS: Record<ForgeToolName, ForgeToolDefinition> = {
     name: 'jobs',
     description: "Manage this loop's forge_shell jobs: list them, poll one (waits up to wait_ms for new output or its exit), read its log by lines, or kill it with its whole process tree.",
     args: jobsArgs,
+  },
+  features_write: {
+    name: 'features_write',
+    description:
+      'Write the split of the PRD: every feature with its id, title, the ids it depends on, and its complete plan (markdown). Replaces an earlier write. Forge checks it and returns the problems to fix, or confirms it.',
+    args: featuresWriteArgs,
   },
 };

@@ -10,11 +10,12 @@ import {
   FORGE_LOOP_CONTROL_TOOL_NAMES,
   FORGE_TOOL_NAMES,
   opencodeToolName,
+  READ_ONLY_ROLES,
   roleMayUseTool,
   type ForgeAgentRole,
 } from './forge-tools';
 
-export type LoopRole = Exclude<ForgeAgentRole, 'architect'>;
+export type LoopRole = Exclude<ForgeAgentRole, 'architect' | 'splitter'>;
 
 /**
  * The role a permission policy is for: a loop's coder or auditor, or the architect drafting a
@@ -73,8 +74,8 @@ export function structuralDenyRules(role: SessionRole): PermissionRule[] {
     rules.push(...EDIT_PERMISSIONS.map((permission) => deny(permission)));
     rules.push(deny('task'), ...AUDITOR_SUBAGENTS.map((agent): PermissionRule => ({ permission: 'task', pattern: agent, action: 'allow' })));
   }
-  if (role === 'architect') {
-    // Read-only by construction, not by prompt: every shell command is refused (a "read-only"
+  if (READ_ONLY_ROLES.includes(role)) {
+    // The architect and the feature splitter. Read-only by construction, not by prompt: every shell command is refused (a "read-only"
     // command list would leak: `git log --output=FILE`, `find -delete`, redirections), and so
     // is every file edit and every subagent (a general subagent could edit).
     rules.push(deny('bash'), ...EDIT_PERMISSIONS.map((permission) => deny(permission)), deny('task'));
@@ -169,7 +170,7 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
   const structural = structuralDenyRules(options.role);
   for (const pattern of patterns) {
     if (evaluateRuleset(structural, request.permission, pattern) === 'deny') {
-      const where = options.role === 'architect' ? 'the architect session (it only reads)' : `${options.role} loop sessions`;
+      const where = READ_ONLY_ROLES.includes(options.role) ? `the ${options.role} session (it only reads)` : `${options.role} loop sessions`;
       return { reply: 'reject', reason: `Forge does not allow "${request.permission}" (${pattern}) in ${where}.` };
     }
   }

@@ -141,9 +141,9 @@ export const hang: ScriptStep = { kind: 'hang' };
 export const malformed: ScriptStep = { kind: 'malformed' };
 
 /** Which Forge agent a request is for, from its system prompt (`… (forge-code) …`). */
-export function forgeAgentOf(request: Pick<ScriptedRequest, 'system'>): 'forge-code' | 'forge-auditor' | 'forge-architect' | undefined {
-  const match = /\((forge-code|forge-auditor|forge-architect)\)/.exec(request.system);
-  return match ? (match[1] as 'forge-code' | 'forge-auditor' | 'forge-architect') : undefined;
+export function forgeAgentOf(request: Pick<ScriptedRequest, 'system'>): 'forge-code' | 'forge-auditor' | 'forge-architect' | 'forge-splitter' | undefined {
+  const match = /\((forge-code|forge-auditor|forge-architect|forge-splitter)\)/.exec(request.system);
+  return match ? (match[1] as 'forge-code' | 'forge-auditor' | 'forge-architect' | 'forge-splitter') : undefined;
 }
 
 /** Name opencode gives an MCP tool: `<server>_<tool>` with anything outside [a-zA-Z0-9_-] replaced by `_`. */

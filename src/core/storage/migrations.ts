@@ -321,6 +321,30 @@ const shellInterventions: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts];
+/**
+ * Feature groups (issue 14 part 3, issue 16's group budget): what a group needs beyond the
+ * base schema's row — where it came from, its cap, its budget over all its loops, why it is
+ * paused, the options its loops start with. `features` (JSON) now holds id, title, dependsOn,
+ * plan, planPath, status, loopName and error per feature.
+ */
+const featureGroupRuns: Migration = {
+  id: 8,
+  name: 'feature group runs',
+  up: (tx) =>
+    statements(tx, [
+      `ALTER TABLE feature_groups ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE feature_groups ADD COLUMN repo_dir TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE feature_groups ADD COLUMN review_dir TEXT NOT NULL DEFAULT ''`,
+      `ALTER TABLE feature_groups ADD COLUMN max_concurrent INTEGER NOT NULL DEFAULT 3`,
+      `ALTER TABLE feature_groups ADD COLUMN budget_money REAL`,
+      `ALTER TABLE feature_groups ADD COLUMN budget_tokens INTEGER`,
+      `ALTER TABLE feature_groups ADD COLUMN budget_warned INTEGER NOT NULL DEFAULT 0`,
+      `ALTER TABLE feature_groups ADD COLUMN pause_reason TEXT`,
+      `ALTER TABLE feature_groups ADD COLUMN splitter_model TEXT`,
+      `ALTER TABLE feature_groups ADD COLUMN loop_options TEXT NOT NULL DEFAULT '{}'`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts, featureGroupRuns];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

@@ -8,7 +8,7 @@ import type { LoopSummary } from '../loop-tree-model';
 export type CommandResult =
   | { readonly status: 'done'; readonly detail?: unknown }
   | { readonly status: 'started'; readonly loop: { readonly projectId: string; readonly name: string }; readonly notices: readonly string[] }
-  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable' | 'no-opencode'; readonly message: string }
+  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable' | 'no-opencode' | 'no-group' | 'bad-group'; readonly message: string }
   | { readonly status: 'cancelled' }
   | { readonly status: 'failed'; readonly message: string };
 
@@ -85,4 +85,19 @@ export async function resolveLoop(
     { placeHolder },
   );
   return picked?.summary;
+}
+
+export interface GroupRefArg {
+  readonly projectId: string;
+  readonly id: string;
+}
+
+/** A feature-group reference from a command argument: a {projectId, id}, {projectId, groupId} (a Loop Explorer group node). */
+export function groupRefFrom(arg: unknown): GroupRefArg | undefined {
+  if (!arg || typeof arg !== 'object') return undefined;
+  const a = arg as Record<string, unknown>;
+  if (typeof a.projectId !== 'string') return undefined;
+  if (typeof a.groupId === 'string') return { projectId: a.projectId, id: a.groupId };
+  if (typeof a.id === 'string') return { projectId: a.projectId, id: a.id };
+  return undefined;
 }

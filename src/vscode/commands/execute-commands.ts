@@ -1,6 +1,5 @@
 import * as vscode from 'vscode';
 import type { GoalCheckOptions } from '../../core/checks/parse';
-import type { ProviderCatalog } from '../../core/opencode/agent-client';
 import { describeConfinement } from '../../core/sandbox/confinement';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
@@ -8,11 +7,11 @@ import { describeEstimate, type PlanSize } from '../../core/loop/budget';
 import { parsePlan } from '../../core/loop/plan';
 import type { ForgeContext } from '../forge-context';
 import { goalContractFromInput, goalContractProblems, hasGoalContract } from '../goal-contract';
-import { errorMessage } from '../log';
 import { resolvePlanInput, type PlanInput } from '../plan-source';
 import { planProblemsIn } from '../plan-diagnostics';
 import { refuseIfUntrusted } from '../trust';
 import { engineWithProgress, noWorkspace, refused, registerForgeCommand, type CommandResult } from './command-support';
+import { modelCatalog, refuseWithoutOpencode } from './execution-support';
 
 /**
  * Non-interactive use of Execute Plan / Execute Goal (tests, other extensions, keybindings
@@ -36,9 +35,6 @@ export interface ExecuteArgs {
   readonly interactive?: boolean;
 }
 
-const CATALOG_TTL_MS = 10 * 60_000;
-/** The setting the missing-opencode message's button opens. */
-const OPENCODE_BINARY_SETTING = 'forge.opencode.binaryPath';
 const MAX_SESSION_PROMPT = 100_000;
 
 function parseArgs(arg: unknown): { explicit: { uri?: vscode.Uri; text?: string }; args: ExecuteArgs; interactive: boolean } {
@@ -56,24 +52,6 @@ function parseArgs(arg: unknown): { explicit: { uri?: vscode.Uri; text?: string 
 }
 
 export function registerExecuteCommands(ctx: ForgeContext): void {
-  const catalogs = new Map<string, { at: number; catalog: Promise<ProviderCatalog | undefined> }>();
-  const catalogFor = (engine: ForgeEngine, repoPath: string) => {
-    const cached = catalogs.get(repoPath);
-    if (cached && Date.now() - cached.at < CATALOG_TTL_MS) return cached.catalog;
-    const catalog = Promise.resolve(
-      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: asking opencode for its models…') }, () => engine.providers(repoPath)),
-    ).then(
-      (c) => c,
-      (error: unknown) => {
-        catalogs.delete(repoPath);
-        ctx.log.warn(`could not list opencode's models: ${errorMessage(error)}`);
-        void ctx.notifier.warn(vscode.l10n.t('Forge could not list opencode\'s models ({0}); pick the default or type a model in the settings.', errorMessage(error)));
-        return undefined;
-      },
-    );
-    catalogs.set(repoPath, { at: Date.now(), catalog });
-    return catalog;
-  };
 
   async function choose(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, args: ExecuteArgs, interactive: boolean, size?: PlanSize): Promise<ExecutionChoices | undefined> {
     const settings = ctx.settings.get();
@@ -95,7 +73,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
         sandbox: settings['forge.sandbox.enabled'],
       },
       memory: ctx.executionMemory,
-      catalog: () => catalogFor(engine, repoPath),
+      catalog: () => modelCatalog(ctx, engine, repoPath),
       sandboxAvailability: () => ctx.statusBar.probe(engine),
       ...(size
         ? {
@@ -200,41 +178,13 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     return { status: 'done', detail: vscode.l10n.t('session') };
   }
 
-  /**
-   * Refuses with what to install and how when no opencode can be found (an installed VSIX carries
-   * none), before any question is asked; the message's button opens the binary-path setting.
-   * Nothing to check when Forge attaches to a running opencode server instead.
-   */
-  async function refuseWithoutOpencode(): Promise<CommandResult | undefined> {
-    // Before the engine starts (which loads them) the settings' validator may not be loaded yet.
-    const settings = await ctx.settings.load();
-    if (settings['forge.opencode.serverUrl']) return undefined;
-    const configuredPath = settings['forge.opencode.binaryPath'] || undefined;
-    const core = await ctx.loadCore();
-    try {
-      core.resolveOpencodeBinary({ configuredPath });
-      return undefined;
-    } catch (error) {
-      ctx.log.warn(`no opencode binary: ${errorMessage(error)}`);
-      const message = configuredPath
-        ? vscode.l10n.t('Forge: {0}', errorMessage(error))
-        : vscode.l10n.t(
-            'Forge needs opencode, the coding agent it runs, and found none on PATH or in the global npm folders. Install it with `npm install -g opencode-ai` (needs Node.js), or set Forge › Opencode: Binary Path to an opencode binary; Forge looks again at the next Execute Plan.',
-          );
-      const openSetting = vscode.l10n.t('Open Setting');
-      void ctx.notifier.warn(message, openSetting).then((choice) => {
-        if (choice === openSetting) void vscode.commands.executeCommand('workbench.action.openSettings', OPENCODE_BINARY_SETTING);
-      });
-      return { status: 'refused', reason: 'no-opencode', message };
-    }
-  }
 
   registerForgeCommand(ctx, 'forge.executePlan', vscode.l10n.t('Execute Plan'), async (arg) => {
     const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('execute a plan'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('execute a plan'));
     if (missing) return missing;
-    const noOpencode = await refuseWithoutOpencode();
+    const noOpencode = await refuseWithoutOpencode(ctx);
     if (noOpencode) return noOpencode;
     const { explicit, args, interactive } = parseArgs(arg);
     const plan = await resolvePlanInput(explicit, interactive);
@@ -281,7 +231,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('execute a goal'));
     if (missing) return missing;
-    const noOpencode = await refuseWithoutOpencode();
+    const noOpencode = await refuseWithoutOpencode(ctx);
     if (noOpencode) return noOpencode;
     const { args, interactive } = parseArgs(arg);
     const goal =

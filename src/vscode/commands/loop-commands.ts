@@ -6,7 +6,7 @@ import { addingFolderRestartsExtensions } from '../worktree-folders';
 import type { LoopSummary } from '../loop-tree-model';
 import { refuseIfUntrusted } from '../trust';
 import { askRestartOptions } from '../restart-flow';
-import { engineWithProgress, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
+import { engineWithProgress, groupRefFrom, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status === 'starting';
 /** Cancel Loop also ends a loop paused on its budget. */
@@ -59,7 +59,9 @@ export function registerLoopCommands(ctx: ForgeContext): void {
 
   registerForgeCommand(ctx, 'forge.openDashboard', vscode.l10n.t('Open Dashboard'), async (arg) => {
     const ref = loopRefFrom(arg);
-    await ctx.dashboard.show(ref ? { loop: ref } : {});
+    // A Loop Explorer group node (or { projectId, groupId }) opens the dashboard on its group.
+    const group = ref ? undefined : groupRefFrom(arg);
+    await ctx.dashboard.show(ref ? { loop: ref } : group ? { group } : {});
     return { status: 'done' };
   });
 

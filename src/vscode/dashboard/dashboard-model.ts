@@ -8,7 +8,9 @@ import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { CheckRunRow } from '../../core/storage/repositories/check-runs-repository';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
 import { isLoopLevelFindingPath } from '../loop-tree-model';
-import type { CheckRunView, CheckView, DashboardState, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
+import type { FeatureGroupView } from '../../core/groups/group-types';
+import { buildGroupPanel, findGroup, groupOfLoop, loopOfGroup } from './group-model';
+import type { CheckRunView, CheckView, DashboardState, GroupKey, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
 
 export interface DashboardModelInput {
   readonly repos: ForgeRepositories;
@@ -17,6 +19,10 @@ export interface DashboardModelInput {
   readonly focusFindingId: number | null;
   readonly isSupervising: (ref: LoopKey) => boolean;
   readonly emptyMessage: string | null;
+  /** The workspace's feature groups (the Group part shows the selected loop's, or `selectedGroup`). */
+  readonly groups?: readonly FeatureGroupView[];
+  /** A group selected in the Loop Explorer: the dashboard shows it with one of its loops. */
+  readonly selectedGroup?: GroupKey | null;
 }
 
 const RECENT_TRANSITIONS = 30;
@@ -213,16 +219,23 @@ export function buildDashboardState(input: DashboardModelInput): DashboardState 
       loops.push(listItem(loop, counts, costs));
     }
   }
-  const selectedRow =
-    (input.selected && rows.get(`${input.selected.projectId}/${input.selected.name}`)) ||
-    // Nothing (or a loop that no longer exists) selected: the first loop, running ones come first.
-    (loops[0] ? rows.get(`${loops[0].key.projectId}/${loops[0].key.name}`) : undefined);
+  const groups = input.groups ?? [];
+  const chosenGroup = input.selectedGroup ? findGroup(groups, input.selectedGroup) : undefined;
+  // A selected group shows one of its loops (a running one first); none started yet: the group alone.
+  const wanted = chosenGroup ? (input.selected && groupOfLoop([chosenGroup], input.selected) ? input.selected : loopOfGroup(chosenGroup)) : input.selected;
+  const wantedRow = wanted ? rows.get(`${wanted.projectId}/${wanted.name}`) : undefined;
+  const selectedRow = chosenGroup
+    ? wantedRow
+    : // Nothing (or a loop that no longer exists) selected: the first loop, running ones come first.
+      (wantedRow ?? (loops[0] ? rows.get(`${loops[0].key.projectId}/${loops[0].key.name}`) : undefined));
   const selected = selectedRow ? { projectId: selectedRow.projectId, name: selectedRow.name } : null;
+  const group = chosenGroup ?? (selected ? groupOfLoop(groups, selected) : undefined);
   return {
     loops,
     selected,
     detail: selectedRow && selected ? buildLoopDetail(input.repos, selectedRow, input.isSupervising(selected)) : null,
+    group: group ? buildGroupPanel(group) : null,
     focusFindingId: input.focusFindingId,
-    emptyMessage: loops.length === 0 ? input.emptyMessage : null,
+    emptyMessage: loops.length === 0 && !group ? input.emptyMessage : null,
   };
 }

@@ -6,7 +6,7 @@ import type { ForgeLog } from '../log';
 import type { LoopsModel } from '../loops-model';
 import { buildDashboardState } from './dashboard-model';
 import { LiveViewBridge } from './live-bridge';
-import type { DashboardState, DashboardViewState, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
+import type { DashboardState, DashboardViewState, GroupKey, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
 
 export const DASHBOARD_VIEW_TYPE = 'forge.dashboard';
 
@@ -53,6 +53,8 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
   private panel: vscode.WebviewPanel | undefined;
   private panelSubscriptions: vscode.Disposable[] = [];
   private selected: LoopKey | null = null;
+  /** A feature group selected in the Loop Explorer (cleared when a loop outside it is picked). */
+  private selectedGroup: GroupKey | null = null;
   private focusFindingId: number | null = null;
   private stale = false;
   private lastState: DashboardState | undefined;
@@ -69,8 +71,12 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     this.subscriptions.push(deps.model.onDidChange(() => this.update()), this.live);
   }
 
-  async show(selection: { loop?: LoopKey; findingId?: number } = {}): Promise<void> {
+  async show(selection: { loop?: LoopKey; group?: GroupKey; findingId?: number } = {}): Promise<void> {
     if (selection.loop) this.selected = selection.loop;
+    if (selection.group) {
+      this.selectedGroup = { projectId: selection.group.projectId, id: selection.group.id };
+      if (!selection.loop) this.selected = null;
+    } else if (selection.loop) this.selectedGroup = null;
     this.focusFindingId = selection.findingId ?? null;
     await this.deps.model.start();
     if (this.panel) {
@@ -85,6 +91,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
   /** WebviewPanelSerializer: a dashboard that was open before the window reloaded. */
   async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: DashboardViewState | undefined): Promise<void> {
     this.selected = state?.selected ?? null;
+    this.selectedGroup = state?.selectedGroup ?? null;
     this.deps.log.info(`restoring the dashboard${this.selected ? ` on loop ${this.selected.name}` : ''}`);
     panel.webview.options = this.webviewOptions();
     this.adopt(panel);
@@ -172,6 +179,8 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
         selected: this.selected,
         focusFindingId: this.focusFindingId,
         isSupervising: (ref) => engine.runtime.isSupervising(ref),
+        groups: this.deps.model.groups(),
+        selectedGroup: this.selectedGroup,
         emptyMessage: !vscode.workspace.workspaceFolders?.length
           ? vscode.l10n.t('Open a folder with a git repository to run Forge loops.')
           : projects.length === 0
@@ -202,6 +211,8 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
           return;
         case 'select':
           this.selected = message.loop;
+          // A loop of the selected group keeps the group selected; any other loop leaves it.
+          if (this.selectedGroup && !this.lastState?.group?.features.some((f) => f.loop?.name === message.loop.name && f.loop.projectId === message.loop.projectId)) this.selectedGroup = null;
           this.focusFindingId = null;
           await this.update(true);
           return;
@@ -217,6 +228,11 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
             showDiff: 'forge.showLoopDiff',
           }[message.action];
           await vscode.commands.executeCommand(command, message.loop);
+          return;
+        }
+        case 'groupAction': {
+          const command = { launch: 'forge.launchGroup', resume: 'forge.resumeGroup', cancel: 'forge.cancelGroup' }[message.action];
+          await vscode.commands.executeCommand(command, { projectId: message.group.projectId, id: message.group.id });
           return;
         }
         case 'dismissFinding':

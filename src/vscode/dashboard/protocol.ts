@@ -177,10 +177,60 @@ export interface LoopDetail {
   readonly lastAuditSummary: string | null;
 }
 
+export interface GroupKey {
+  readonly projectId: string;
+  readonly id: string;
+}
+
+export type GroupAction = 'launch' | 'resume' | 'cancel';
+
+/** One feature of a group in the dashboard's Group part. */
+export interface GroupFeatureItem {
+  readonly id: string;
+  readonly title: string;
+  /** FeatureStatus as stored, and in words. */
+  readonly status: string;
+  readonly statusText: string;
+  readonly dependsOn: readonly string[];
+  /** Its loop, once started (a click selects it). */
+  readonly loop: LoopKey | null;
+  readonly error: string | null;
+}
+
+/**
+ * The dashboard's Group part (issue 14 part 3, issue 16's group budget): the group of the selected
+ * loop, or the group selected in the Loop Explorer. Texts are made on the host (one wording with
+ * the Loop Explorer: group-budget-text.ts).
+ */
+export interface GroupPanelView {
+  readonly key: GroupKey;
+  readonly title: string;
+  /** FeatureGroupStatus as stored, and in words ("paused: budget reached"). */
+  readonly status: string;
+  readonly statusText: string;
+  /** "2/3 done". */
+  readonly progressText: string;
+  readonly done: number;
+  readonly total: number;
+  /** "spent $0.40 of $1.00 (40 %)". */
+  readonly spendText: string;
+  readonly budgetState: 'none' | 'ok' | 'warning' | 'reached';
+  /** The 80 % warning or the budget pause in a sentence (null: neither). */
+  readonly budgetNote: string | null;
+  readonly maxConcurrent: number;
+  readonly source: string;
+  readonly reviewDir: string;
+  readonly features: readonly GroupFeatureItem[];
+  /** What the user may do with the group now. */
+  readonly actions: readonly GroupAction[];
+}
+
 export interface DashboardState {
   readonly loops: readonly LoopListItem[];
   readonly selected: LoopKey | null;
   readonly detail: LoopDetail | null;
+  /** The Group part: the selected loop's feature group, or the selected group (null: none). */
+  readonly group: GroupPanelView | null;
   /** A finding to scroll to and highlight ("Show in Dashboard"). */
   readonly focusFindingId: number | null;
   /** Shown instead of the list when there is nothing to show (no workspace, no repository). */
@@ -190,6 +240,7 @@ export interface DashboardState {
 /** What the webview keeps across reloads (vscode.setState) and the serializer restores. */
 export interface DashboardViewState {
   readonly selected: LoopKey | null;
+  readonly selectedGroup?: GroupKey | null;
 }
 
 /** A session of the loop in the live view's session list. */
@@ -255,7 +306,20 @@ export interface RenderProbe {
   readonly checkRunRows: number;
   /** Failed runs' output blocks rendered. */
   readonly checkOutputBlocks: number;
+  /** The Group part as rendered (null: none shown). */
+  readonly group: GroupProbe | null;
   readonly live: LiveProbe;
+}
+
+export interface GroupProbe {
+  readonly id: string;
+  readonly status: string;
+  readonly progress: string;
+  readonly spend: string;
+  readonly budgetNote: string | null;
+  /** Per feature row: `id: status`. */
+  readonly features: readonly string[];
+  readonly actions: readonly string[];
 }
 
 export interface LiveProbe {
@@ -288,6 +352,7 @@ export type WebviewToHost =
   | { readonly type: 'select'; readonly loop: LoopKey }
   | { readonly type: 'openFile'; readonly loop: LoopKey; readonly file: string; readonly line: number }
   | { readonly type: 'loopAction'; readonly loop: LoopKey; readonly action: LoopAction }
+  | { readonly type: 'groupAction'; readonly group: GroupKey; readonly action: GroupAction }
   | { readonly type: 'dismissFinding'; readonly loop: LoopKey; readonly findingId: number }
   | { readonly type: 'probeResult'; readonly requestId: number; readonly probe: RenderProbe }
   /** The parts of a session: what the host kept (`full` false), or the whole session read from opencode. */

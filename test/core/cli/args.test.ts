@@ -165,3 +165,37 @@ describe('forge CLI arguments', () => {
     assert.equal(Object.values(EXIT).filter((c) => c === EXIT.budgetPaused).length, 1);
   });
 });
+
+describe('forge group arguments', () => {
+  const base = { repo: '/cwd', dataDir: null, json: false };
+  it('a split with every option, and the actions by id', () => {
+    assert.deepEqual(
+      parseCli(['group', 'PRD.md', '--name', 'shop', '--max-concurrent', '2', '--launch', '--budget', '5', '--budget-tokens', '9000', '--model', 'a/b', '--auditor-model', 'c/d', '--splitter-model', 'e/f', '--no-sandbox'], '/cwd'),
+      { command: 'group', action: 'split', target: 'PRD.md', name: 'shop', maxConcurrent: 2, launch: true, model: 'a/b', auditorModel: 'c/d', splitterModel: 'e/f', sandbox: false, budget: { money: 5, tokens: 9000 }, ...base },
+    );
+    const launch = parseCli(['group', 'launch', 'shop', '--max-concurrent', '16'], '/cwd');
+    assert.equal(launch.command === 'group' && `${launch.action} ${launch.target} ${launch.maxConcurrent}`, 'launch shop 16');
+    const resume = parseCli(['group', 'resume', 'shop', '--budget-tokens', '100'], '/cwd');
+    assert.deepEqual(resume.command === 'group' && resume.budget, { tokens: 100 });
+    const status = parseCli(['group', 'status', '--json'], '/cwd');
+    assert.equal(status.command === 'group' && `${status.action} ${status.target}`, 'status null');
+    const cancel = parseCli(['group', 'cancel', 'shop'], '/cwd');
+    assert.equal(cancel.command === 'group' && cancel.action, 'cancel');
+  });
+
+  it('a cap outside 1..16, a missing PRD or id, and options that do not apply are usage errors', () => {
+    usage(['group', 'PRD.md', '--max-concurrent', '0'], /^The number of loops a group runs at once must be a whole number from 1 to 16, not 0\.$/);
+    usage(['group', 'PRD.md', '--max-concurrent', '1000'], /from 1 to 16, not 1000\./);
+    usage(['group', 'PRD.md', '--max-concurrent', 'two'], /from 1 to 16, not two\./);
+    usage(['group', 'PRD.md', '--max-concurrent', '-1'], /from 1 to 16, not -1\./);
+    usage(['group'], /forge group takes exactly one PRD file/);
+    usage(['group', 'launch'], /forge group launch takes exactly one group id/);
+    usage(['group', 'cancel', 'a', 'b'], /forge group cancel takes exactly one group id/);
+    usage(['group', 'launch', 'shop', '--launch'], /--launch does not apply to forge group launch\. Its options: --max-concurrent, --budget, --budget-tokens\./);
+    usage(['group', 'status', '--budget', '5'], /--budget does not apply to forge group status\.$/);
+    usage(['group', 'PRD.md', '--variant', 'high'], /--variant does not apply to forge group PRD\.md/);
+    usage(['group', 'PRD.md', '--splitter-model', 'nope'], /--splitter-model must be "provider\/model"/);
+    usage(['run', 'plan.md', '--max-concurrent', '2'], /--max-concurrent applies to forge group only/);
+    usage(['status', '--launch'], /--launch applies to forge group only/);
+  });
+});

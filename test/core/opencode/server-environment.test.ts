@@ -41,7 +41,7 @@ describe('opencode environment and configuration', () => {
       permission: Record<string, unknown>;
     };
     assert.deepEqual(config.mcp, { forge: entry });
-    assert.deepEqual(Object.keys(config.agent).sort(), ['forge-architect', 'forge-auditor', 'forge-code']);
+    assert.deepEqual(Object.keys(config.agent).sort(), ['forge-architect', 'forge-auditor', 'forge-code', 'forge-splitter']);
     assert.match(config.agent['forge-code']?.prompt ?? '', /forge_loop_handoff/);
     assert.equal(config.agent['forge-auditor']?.model, 'a/b');
     assert.equal(config.agent['forge-code']?.model, undefined);

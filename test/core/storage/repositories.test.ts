@@ -494,25 +494,31 @@ describe('storage: repositories', function () {
 
   describe('feature groups', () => {
     it('create, get, list, update, updateFeature, delete', async () => {
-      const features = [
-        { name: 'auth', plan: '# Auth', loopName: null, status: 'pending' as const },
-        { name: 'billing', plan: '# Billing', loopName: null, status: 'pending' as const },
-      ];
-      const group = repos.featureGroups.create(A, { id: 'g1', title: 'Release 2', features });
-      assert.equal(group.status, 'pending');
-      assert.equal(group.currentIndex, 0);
+      const feature = (id: string) => ({ id, title: id, dependsOn: [] as string[], plan: `# ${id}`, planPath: `/r/${id}.md`, loopName: null, status: 'pending' as const, error: null });
+      const features = [feature('auth'), { ...feature('billing'), dependsOn: ['auth'] }];
+      const group = repos.featureGroups.create(A, { id: 'g1', title: 'Release 2', features, source: 'PRD.md', repoDir: '/r', maxConcurrent: 2, budgetTokens: 1000 });
+      assert.equal(group.status, 'review');
+      assert.equal(group.maxConcurrent, 2);
+      assert.equal(group.budgetTokens, 1000);
+      assert.equal(group.budgetMoney, null);
+      assert.equal(group.budgetWarned, false);
+      assert.equal(group.pauseReason, null);
       tick();
       repos.featureGroups.create(A, { id: 'g0', title: 'Done already', features: [], status: 'completed' });
       repos.featureGroups.create(B, { id: 'g1', title: 'B group', features: [] });
-      const running = repos.featureGroups.updateFeature(A, 'g1', 0, { status: 'running', loopName: 'auth' });
-      assert.deepEqual(running.features[0], { name: 'auth', plan: '# Auth', loopName: 'auth', status: 'running' });
+      const running = repos.featureGroups.updateFeature(A, 'g1', 'auth', { status: 'running', loopName: 'g1-auth' });
+      assert.deepEqual(running.features[0], { ...feature('auth'), loopName: 'g1-auth', status: 'running' });
       assert.deepEqual(running.features[1], features[1]);
-      const advanced = repos.featureGroups.update(A, 'g1', { status: 'running', currentIndex: 1 });
-      assert.equal(advanced.currentIndex, 1);
+      const paused = repos.featureGroups.update(A, 'g1', { status: 'paused', pauseReason: 'budget_reached', budgetWarned: true });
+      assert.equal(paused.pauseReason, 'budget_reached');
+      const advanced = repos.featureGroups.update(A, 'g1', { status: 'running', pauseReason: null });
+      assert.equal(advanced.pauseReason, null);
+      assert.equal(advanced.budgetWarned, true);
       assert.equal(advanced.title, 'Release 2');
       assert.deepEqual(repos.featureGroups.list(A).map((g) => g.id), ['g1', 'g0']);
       assert.deepEqual(repos.featureGroups.list(A, { status: 'completed' }).map((g) => g.id), ['g0']);
       assert.throws(() => repos.featureGroups.updateFeature(A, 'g1', 7, { status: 'failed' }), RowNotFoundError);
+      assert.throws(() => repos.featureGroups.updateFeature(A, 'g1', 'ghost', { status: 'failed' }), RowNotFoundError);
       assert.throws(() => repos.featureGroups.update(A, 'ghost', {}), RowNotFoundError);
       const fresh = await reopened();
       assert.deepEqual(fresh.featureGroups.get(A, 'g1'), advanced);

@@ -1,32 +1,59 @@
 import type { SqlExecutor, SqlRow } from '../sql-executor';
-import { RowNotFoundError, integer, json, systemClock, text, type Clock } from './row-values';
+import type { FeatureGroupStatus, FeatureStatus, GroupPauseReason } from '../../vocabulary/group-vocabulary';
+import { RowNotFoundError, flag, integer, json, optionalText, systemClock, text, type Clock } from './row-values';
 
-export type FeatureGroupStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled';
-export type FeatureStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+export type { FeatureGroupStatus, FeatureStatus, GroupPauseReason };
 
-/** One feature of a group: a plan that becomes one loop. */
+/** One feature of a group: a plan that becomes one loop (`<group id>-<feature id>`). */
 export interface GroupFeature {
-  readonly name: string;
+  readonly id: string;
+  readonly title: string;
+  readonly dependsOn: readonly string[];
+  /** The plan as the splitter wrote it, or as the user's review edit left it at launch. */
   readonly plan: string;
-  readonly loopName: string | null;
+  /** The review copy under the data folder. */
+  readonly planPath: string;
   readonly status: FeatureStatus;
+  readonly loopName: string | null;
+  readonly error: string | null;
 }
 
-/** Grouped execution: features run one after another as separate loops. */
+/** Options every loop of the group starts with. */
+export interface GroupLoopOptions {
+  model?: string;
+  auditorModel?: string;
+  sandbox?: boolean;
+}
+
+/** A PRD split into feature plans, run as loops under a cap and a budget over all of them. */
 export interface FeatureGroupRow {
   readonly projectId: string;
   readonly id: string;
   readonly title: string;
   readonly status: FeatureGroupStatus;
   readonly features: readonly GroupFeature[];
-  /** Index of the feature running or next to run. */
+  /** Kept from the base schema (sequential groups); unused by the scheduler. */
   readonly currentIndex: number;
+  readonly source: string;
+  readonly repoDir: string;
+  readonly reviewDir: string;
+  readonly maxConcurrent: number;
+  readonly budgetMoney: number | null;
+  readonly budgetTokens: number | null;
+  readonly budgetWarned: boolean;
+  readonly pauseReason: GroupPauseReason | null;
+  readonly splitterModel: string | null;
+  readonly loopOptions: GroupLoopOptions;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
 
-export type NewFeatureGroup = Pick<FeatureGroupRow, 'id' | 'title' | 'features'> & Partial<Pick<FeatureGroupRow, 'status' | 'currentIndex'>>;
-export type FeatureGroupPatch = Partial<Pick<FeatureGroupRow, 'title' | 'status' | 'features' | 'currentIndex'>>;
+export type NewFeatureGroup = Pick<FeatureGroupRow, 'id' | 'title' | 'features'> &
+  Partial<Pick<FeatureGroupRow, 'status' | 'currentIndex' | 'source' | 'repoDir' | 'reviewDir' | 'maxConcurrent' | 'budgetMoney' | 'budgetTokens' | 'splitterModel' | 'loopOptions'>>;
+export type FeatureGroupPatch = Partial<
+  Pick<FeatureGroupRow, 'title' | 'status' | 'features' | 'currentIndex' | 'maxConcurrent' | 'budgetMoney' | 'budgetTokens' | 'budgetWarned' | 'pauseReason'>
+>;
+export type GroupFeaturePatch = Partial<Pick<GroupFeature, 'status' | 'loopName' | 'error' | 'plan'>>;
 
 export interface FeatureGroupsRepository {
   create(projectId: string, group: NewFeatureGroup): FeatureGroupRow;
@@ -34,19 +61,46 @@ export interface FeatureGroupsRepository {
   /** Active groups first, then the most recently updated. */
   list(projectId: string, options?: { status?: FeatureGroupStatus }): FeatureGroupRow[];
   update(projectId: string, id: string, patch: FeatureGroupPatch): FeatureGroupRow;
-  /** Sets one feature's status and loop name. */
-  updateFeature(projectId: string, id: string, index: number, patch: Partial<Pick<GroupFeature, 'status' | 'loopName'>>): FeatureGroupRow;
+  /** Changes one feature (by its id, or by its index for rows of the base schema). */
+  updateFeature(projectId: string, id: string, feature: string | number, patch: GroupFeaturePatch): FeatureGroupRow;
   delete(projectId: string, id: string): boolean;
 }
 
+/** A feature of a row written before the group columns (`name` instead of `id`) reads as one of now. */
+function toFeature(raw: Record<string, unknown>): GroupFeature {
+  const id = String(raw.id ?? raw.name ?? '');
+  return {
+    id,
+    title: String(raw.title ?? id),
+    dependsOn: Array.isArray(raw.dependsOn) ? raw.dependsOn.map(String) : [],
+    plan: String(raw.plan ?? ''),
+    planPath: String(raw.planPath ?? ''),
+    status: String(raw.status ?? 'pending') as FeatureStatus,
+    loopName: raw.loopName === null || raw.loopName === undefined ? null : String(raw.loopName),
+    error: raw.error === null || raw.error === undefined ? null : String(raw.error),
+  };
+}
+
 function toGroup(row: SqlRow): FeatureGroupRow {
+  const money = row.budget_money;
+  const tokens = row.budget_tokens;
   return {
     projectId: text(row.project_id),
     id: text(row.id),
     title: text(row.title),
     status: text(row.status) as FeatureGroupStatus,
-    features: json<GroupFeature[]>(row.features, []),
+    features: json<Array<Record<string, unknown>>>(row.features, []).map(toFeature),
     currentIndex: integer(row.current_index),
+    source: text(row.source),
+    repoDir: text(row.repo_dir),
+    reviewDir: text(row.review_dir),
+    maxConcurrent: integer(row.max_concurrent ?? 3),
+    budgetMoney: money === null || money === undefined ? null : Number(money),
+    budgetTokens: tokens === null || tokens === undefined ? null : Number(tokens),
+    budgetWarned: flag(row.budget_warned),
+    pauseReason: optionalText(row.pause_reason) as GroupPauseReason | null,
+    splitterModel: optionalText(row.splitter_model),
+    loopOptions: json<GroupLoopOptions>(row.loop_options, {}),
     createdAt: integer(row.created_at),
     updatedAt: integer(row.updated_at),
   };
@@ -60,15 +114,24 @@ export function createFeatureGroupsRepository(db: SqlExecutor, clock: Clock = sy
   };
 
   const write = (tx: SqlExecutor, group: FeatureGroupRow): FeatureGroupRow => {
-    tx.run('UPDATE feature_groups SET title = ?, status = ?, features = ?, current_index = ?, updated_at = ? WHERE project_id = ? AND id = ?', [
-      group.title,
-      group.status,
-      JSON.stringify(group.features),
-      group.currentIndex,
-      group.updatedAt,
-      group.projectId,
-      group.id,
-    ]);
+    tx.run(
+      `UPDATE feature_groups SET title = ?, status = ?, features = ?, current_index = ?, max_concurrent = ?, budget_money = ?, budget_tokens = ?,
+         budget_warned = ?, pause_reason = ?, updated_at = ? WHERE project_id = ? AND id = ?`,
+      [
+        group.title,
+        group.status,
+        JSON.stringify(group.features),
+        group.currentIndex,
+        group.maxConcurrent,
+        group.budgetMoney,
+        group.budgetTokens,
+        group.budgetWarned ? 1 : 0,
+        group.pauseReason,
+        group.updatedAt,
+        group.projectId,
+        group.id,
+      ],
+    );
     return group;
   };
 
@@ -77,9 +140,27 @@ export function createFeatureGroupsRepository(db: SqlExecutor, clock: Clock = sy
       db.transaction((tx) => {
         const now = clock.now();
         tx.run(
-          `INSERT INTO feature_groups (project_id, id, title, status, features, current_index, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-          [projectId, group.id, group.title, group.status ?? 'pending', JSON.stringify(group.features), group.currentIndex ?? 0, now, now],
+          `INSERT INTO feature_groups (project_id, id, title, status, features, current_index, source, repo_dir, review_dir, max_concurrent,
+             budget_money, budget_tokens, splitter_model, loop_options, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          [
+            projectId,
+            group.id,
+            group.title,
+            group.status ?? 'review',
+            JSON.stringify(group.features),
+            group.currentIndex ?? 0,
+            group.source ?? '',
+            group.repoDir ?? '',
+            group.reviewDir ?? '',
+            group.maxConcurrent ?? 3,
+            group.budgetMoney ?? null,
+            group.budgetTokens ?? null,
+            group.splitterModel ?? null,
+            JSON.stringify(group.loopOptions ?? {}),
+            now,
+            now,
+          ],
         );
         return mustGet(tx, projectId, group.id);
       }),
@@ -93,7 +174,7 @@ export function createFeatureGroupsRepository(db: SqlExecutor, clock: Clock = sy
       (options.status === undefined
         ? db.query(
             `SELECT * FROM feature_groups WHERE project_id = ?
-             ORDER BY CASE WHEN status IN ('pending', 'running') THEN 0 ELSE 1 END, updated_at DESC, id`,
+             ORDER BY CASE WHEN status IN ('review', 'running', 'paused') THEN 0 ELSE 1 END, updated_at DESC, id`,
             [projectId],
           )
         : db.query('SELECT * FROM feature_groups WHERE project_id = ? AND status = ? ORDER BY updated_at DESC, id', [projectId, options.status])
@@ -102,21 +183,17 @@ export function createFeatureGroupsRepository(db: SqlExecutor, clock: Clock = sy
     update: (projectId, id, patch) =>
       db.transaction((tx) => {
         const current = mustGet(tx, projectId, id);
-        return write(tx, {
-          ...current,
-          title: patch.title ?? current.title,
-          status: patch.status ?? current.status,
-          features: patch.features ?? current.features,
-          currentIndex: patch.currentIndex ?? current.currentIndex,
-          updatedAt: clock.now(),
-        });
+        const next: FeatureGroupRow = { ...current, updatedAt: clock.now() };
+        for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as unknown as Record<string, unknown>)[k] = v;
+        return write(tx, next);
       }),
 
-    updateFeature: (projectId, id, index, patch) =>
+    updateFeature: (projectId, id, which, patch) =>
       db.transaction((tx) => {
         const current = mustGet(tx, projectId, id);
+        const index = typeof which === 'number' ? which : current.features.findIndex((f) => f.id === which);
         const feature = current.features[index];
-        if (!feature) throw new RowNotFoundError(`Feature ${index + 1} of group "${id}"`);
+        if (!feature) throw new RowNotFoundError(`Feature ${typeof which === 'number' ? which + 1 : `"${which}"`} of group "${id}"`);
         const features = current.features.map((f, i) => (i === index ? { ...f, ...patch } : f));
         return write(tx, { ...current, features, updatedAt: clock.now() });
       }),

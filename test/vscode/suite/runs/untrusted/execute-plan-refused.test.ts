@@ -37,6 +37,9 @@ describe('Forge in an untrusted workspace', () => {
       ['forge.restartLoop', 'restart a loop'],
       ['forge.forceRestartLoop', 'force-restart a loop'],
       ['forge.buildSandboxImage', 'build the sandbox image'],
+      ['forge.executePrd', 'execute a PRD'],
+      ['forge.launchGroup', 'launch a feature group'],
+      ['forge.resumeGroup', 'resume a feature group'],
     ] as const) {
       const result = await vscode.commands.executeCommand<{ status: string; message?: string }>(command);
       assert.equal(result.status, 'refused', command);

@@ -1,0 +1,201 @@
+/**
+ * Feature groups, the runner (an adapter over the loop runtime and storage): it starts a
+ * running group's features as plan loops under the group's cap as the scheduler says, follows
+ * their loops' ends, blocks the dependents of a feature that failed, and governs the group's
+ * budget over all its loops. Each group's steps run one after another (a chain per group), so a
+ * burst of loop events never starts more loops than the cap allows.
+ */
+import type { LoopRuntime, LoopRuntimeEvent } from '../loop/runtime-types';
+import { terminationReasonToString } from '../loop/state';
+import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../storage/repositories';
+import type { FeatureStatus } from '../vocabulary/group-vocabulary';
+import { groupBudgetDecision, groupSpend, hasGroupBudget, loopSpend } from './group-spend';
+import type { GroupEvent, GroupRef } from './group-types';
+import { groupOutcome, schedule } from './scheduler';
+
+export interface GroupRunnerDeps {
+  repos: ForgeRepositories;
+  runtime: LoopRuntime;
+  emit(event: GroupEvent): void;
+  log: { info(m: string): void; warn(m: string): void };
+}
+
+export interface GroupRunner {
+  /** Drives a group this process runs: schedules now and after every loop event of its features. */
+  drive(ref: GroupRef): Promise<void>;
+  /** Whether this process drives the group. */
+  isDriving(ref: GroupRef): boolean;
+  /** The loop name of a group's feature. */
+  loopNameOf(groupId: string, featureId: string): string;
+  /** Stops driving (engine shutdown): running groups become paused with reason `interrupted`. */
+  dispose(): void;
+}
+
+const key = (projectId: string, id: string) => `${projectId}\u0000${id}`;
+
+export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
+  const { repos, runtime, emit } = deps;
+  /** Groups this process drives, with the chain their steps run on. */
+  const driven = new Map<string, { ref: GroupRef; chain: Promise<void> }>();
+  /** Which group and feature a loop belongs to (loops of driven groups). */
+  const loops = new Map<string, { groupId: string; featureId: string }>();
+  let disposed = false;
+
+  const loopNameOf = (groupId: string, featureId: string) => `${groupId}-${featureId}`;
+
+  function setFeature(g: FeatureGroupRow, featureId: string, patch: GroupFeaturePatch): FeatureGroupRow {
+    const row = repos.featureGroups.updateFeature(g.projectId, g.id, featureId, patch);
+    const f = row.features.find((x) => x.id === featureId)!;
+    emit({ type: 'group.feature', group: { projectId: g.projectId, id: g.id }, featureId, status: f.status, loopName: f.loopName });
+    return row;
+  }
+
+  function enqueue(ref: GroupRef): Promise<void> {
+    const entry = driven.get(key(ref.projectId, ref.id));
+    if (!entry) return Promise.resolve();
+    entry.chain = entry.chain.then(() => step(ref)).catch((error: unknown) => deps.log.warn(`[group ${ref.id}] ${(error as Error).stack ?? String(error)}`));
+    return entry.chain;
+  }
+
+  function end(g: FeatureGroupRow): void {
+    driven.delete(key(g.projectId, g.id));
+    for (const f of g.features) if (f.loopName) loops.delete(key(g.projectId, f.loopName));
+    emit({ type: 'group.ended', group: { projectId: g.projectId, id: g.id }, status: g.status, pauseReason: g.pauseReason });
+  }
+
+  /** The budget is spent: nothing new starts, and each running loop is capped at what it spent, so it pauses at its next hand-over. */
+  function pauseForBudget(g: FeatureGroupRow, message: string): FeatureGroupRow {
+    const row = repos.featureGroups.update(g.projectId, g.id, { status: 'paused', pauseReason: 'budget_reached' });
+    const ref = { projectId: g.projectId, id: g.id };
+    emit({ type: 'group.budget', group: ref, level: 'paused', message });
+    emit({ type: 'group.changed', group: ref });
+    for (const f of row.features) {
+      if (f.status !== 'running' || !f.loopName || !repos.loops.get(g.projectId, f.loopName)) continue;
+      const spent = loopSpend(repos, g.projectId, f.loopName);
+      repos.loops.mergeState(g.projectId, f.loopName, {
+        budget: { money: g.budgetMoney !== null ? spent.cost : null, tokens: g.budgetTokens !== null ? spent.tokens : null, auditorShare: null },
+        // The group gave its own warning; the loop's would only repeat it.
+        budgetWarned: true,
+      });
+    }
+    return row;
+  }
+
+  async function startFeature(g: FeatureGroupRow, featureId: string): Promise<void> {
+    const f = g.features.find((x) => x.id === featureId)!;
+    const loopName = loopNameOf(g.id, f.id);
+    loops.set(key(g.projectId, loopName), { groupId: g.id, featureId });
+    setFeature(g, featureId, { status: 'running', loopName, error: null });
+    try {
+      await runtime.start({
+        kind: 'plan',
+        repoPath: g.repoDir,
+        planText: f.plan,
+        planSource: f.planPath || `feature ${f.id}`,
+        name: loopName,
+        ...(g.loopOptions.model ? { model: g.loopOptions.model } : {}),
+        ...(g.loopOptions.auditorModel ? { auditorModel: g.loopOptions.auditorModel } : {}),
+        ...(g.loopOptions.sandbox !== undefined ? { sandbox: g.loopOptions.sandbox } : {}),
+        // The group's budget governs its loops; a loop of its own has none.
+        budget: { money: null, tokens: null, auditorShare: null },
+      });
+    } catch (error) {
+      loops.delete(key(g.projectId, loopName));
+      const current = repos.featureGroups.get(g.projectId, g.id)!;
+      setFeature(current, featureId, { status: 'failed', error: `Its loop could not start: ${(error as Error).message}` });
+    }
+  }
+
+  async function step(ref: GroupRef): Promise<void> {
+    let g = repos.featureGroups.get(ref.projectId, ref.id);
+    if (!g || disposed) return;
+    if (g.status === 'running') {
+      const budget = { money: g.budgetMoney, tokens: g.budgetTokens };
+      if (hasGroupBudget(budget)) {
+        const spend = groupSpend(repos, g.projectId, g.features.flatMap((f) => (f.loopName ? [f.loopName] : [])));
+        const decision = groupBudgetDecision(g.id, budget, spend, g.budgetWarned);
+        if (decision.kind === 'warn') {
+          g = repos.featureGroups.update(g.projectId, g.id, { budgetWarned: true });
+          emit({ type: 'group.budget', group: ref, level: 'warning', message: decision.message });
+        } else if (decision.kind === 'pause') {
+          g = pauseForBudget(g, decision.message);
+        }
+      }
+    }
+    if (g.status === 'running') {
+      const decision = schedule(g.features, g.maxConcurrent);
+      for (const b of decision.block) g = setFeature(g, b.id, { status: 'blocked', error: `Blocked: ${b.because}.` });
+      for (const id of decision.start) {
+        await startFeature(g, id);
+        g = repos.featureGroups.get(ref.projectId, ref.id)!;
+        if (g.status !== 'running' || disposed) return;
+      }
+      const outcome = groupOutcome(g.features, g.maxConcurrent);
+      if (outcome) {
+        g = repos.featureGroups.update(g.projectId, g.id, { status: outcome, pauseReason: null });
+        emit({ type: 'group.changed', group: ref });
+        end(g);
+      }
+      return;
+    }
+    // Paused or cancelled: the group has ended once none of its loops runs any more.
+    if (g.features.some((f) => f.status === 'running')) return;
+    if (g.status === 'paused' && g.features.every((f) => f.status === 'completed')) {
+      g = repos.featureGroups.update(g.projectId, g.id, { status: 'completed', pauseReason: null });
+      emit({ type: 'group.changed', group: ref });
+    }
+    end(g);
+  }
+
+  function onLoopEnded(e: LoopRuntimeEvent & { type: 'loop.ended' }, owner: { groupId: string; featureId: string }): void {
+    const g = repos.featureGroups.get(e.loop.projectId, owner.groupId);
+    const f = g?.features.find((x) => x.id === owner.featureId);
+    if (!g || !f || f.status !== 'running') return;
+    // A shutdown is this process going away, not the feature failing: a resume restarts it.
+    if (e.reason.kind === 'shutdown') return;
+    let status: FeatureStatus;
+    let error: string | null = null;
+    if (e.status === 'completed') status = 'completed';
+    else if (e.status === 'paused') status = 'paused';
+    else if (g.status === 'cancelled') status = 'cancelled';
+    else {
+      status = 'failed';
+      error = `Its loop ${e.loop.name} ended ${e.status} (${terminationReasonToString(e.reason)}) after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}.`;
+    }
+    setFeature(g, f.id, { status, error });
+  }
+
+  const unsubscribe = runtime.subscribe((e) => {
+    if (disposed || (e.type !== 'loop.ended' && e.type !== 'loop.usage')) return;
+    const owner = loops.get(key(e.loop.projectId, e.loop.name));
+    if (!owner) return;
+    const ref = { projectId: e.loop.projectId, id: owner.groupId };
+    if (e.type === 'loop.ended') onLoopEnded(e, owner);
+    void enqueue(ref);
+  });
+
+  return {
+    loopNameOf,
+    drive(ref) {
+      const k = key(ref.projectId, ref.id);
+      if (!driven.has(k)) driven.set(k, { ref, chain: Promise.resolve() });
+      const g = repos.featureGroups.get(ref.projectId, ref.id);
+      for (const f of g?.features ?? []) if (f.loopName) loops.set(key(ref.projectId, f.loopName), { groupId: ref.id, featureId: f.id });
+      return enqueue(ref);
+    },
+    isDriving: (ref) => driven.has(key(ref.projectId, ref.id)),
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      unsubscribe();
+      for (const { ref } of driven.values()) {
+        const g = repos.featureGroups.get(ref.projectId, ref.id);
+        if (g?.status !== 'running') continue;
+        const paused = repos.featureGroups.update(ref.projectId, ref.id, { status: 'paused', pauseReason: 'interrupted' });
+        emit({ type: 'group.ended', group: ref, status: paused.status, pauseReason: paused.pauseReason });
+      }
+      driven.clear();
+      loops.clear();
+    },
+  };
+}

@@ -1,0 +1,169 @@
+import * as vscode from 'vscode';
+/**
+ * Feature groups in the Loop Explorer (issue 14 part 3), as plain data like loop-tree-model.ts:
+ * a group is a parent node ("<id> — <title>", its status, "2/3 done", spend vs budget), its
+ * feature loops its children; a feature not started yet is a pending child with its
+ * dependencies. The group's loops are shown only there, never again under Running / Recent.
+ */
+import type { FeatureGroupView, GroupFeatureView } from '../core/groups/group-types';
+import type { FeatureGroupStatus, FeatureStatus } from '../core/vocabulary/group-vocabulary';
+import { groupBudgetState, groupProgressText, groupSpendText, groupStatusText } from './group-budget-text';
+import { buildLoopNode, buildLoopTree, type LoopNode, type LoopRootNode, type LoopSummary, type NodeBase, type TreeIconSpec } from './loop-tree-model';
+
+export interface FeatureGroupNode extends NodeBase {
+  readonly kind: 'featureGroup';
+  readonly projectId: string;
+  readonly groupId: string;
+  readonly group: FeatureGroupView;
+  readonly children: readonly (LoopNode | FeatureNode)[];
+}
+
+/** A feature without a loop (yet): pending, blocked, or one whose loop this window cannot read. */
+export interface FeatureNode extends NodeBase {
+  readonly kind: 'feature';
+  readonly projectId: string;
+  readonly groupId: string;
+  readonly featureId: string;
+}
+
+/** `contextValue`s of group nodes, which the manifest's menus match (Launch / Resume / Cancel). */
+export const GROUP_CONTEXT: Record<FeatureGroupStatus, string> = {
+  review: 'forge.group.review',
+  running: 'forge.group.running',
+  paused: 'forge.group.paused',
+  completed: 'forge.group.ended',
+  failed: 'forge.group.ended',
+  cancelled: 'forge.group.ended',
+};
+
+export function groupStatusIcon(status: FeatureGroupStatus): TreeIconSpec {
+  switch (status) {
+    case 'review':
+      return { id: 'checklist', color: 'charts.yellow' };
+    case 'running':
+      return { id: 'sync~spin', color: 'charts.blue' };
+    case 'paused':
+      return { id: 'debug-pause', color: 'list.warningForeground' };
+    case 'completed':
+      return { id: 'pass-filled', color: 'testing.iconPassed' };
+    case 'failed':
+      return { id: 'error', color: 'list.errorForeground' };
+    case 'cancelled':
+      return { id: 'circle-slash', color: 'disabledForeground' };
+  }
+}
+
+export function featureStatusText(status: FeatureStatus): string {
+  switch (status) {
+    case 'pending':
+      return vscode.l10n.t('pending');
+    case 'running':
+      return vscode.l10n.t('running');
+    case 'paused':
+      return vscode.l10n.t('paused');
+    case 'completed':
+      return vscode.l10n.t('completed');
+    case 'failed':
+      return vscode.l10n.t('failed');
+    case 'blocked':
+      return vscode.l10n.t('blocked');
+    case 'cancelled':
+      return vscode.l10n.t('cancelled');
+  }
+}
+
+function featureIcon(status: FeatureStatus): TreeIconSpec {
+  switch (status) {
+    case 'pending':
+      return { id: 'circle-large-outline' };
+    case 'running':
+      return { id: 'sync~spin', color: 'charts.blue' };
+    case 'paused':
+      return { id: 'debug-pause', color: 'list.warningForeground' };
+    case 'completed':
+      return { id: 'pass-filled', color: 'testing.iconPassed' };
+    case 'failed':
+      return { id: 'error', color: 'list.errorForeground' };
+    case 'blocked':
+      return { id: 'lock', color: 'list.errorForeground' };
+    case 'cancelled':
+      return { id: 'circle-slash', color: 'disabledForeground' };
+  }
+}
+
+/** The loop name a feature runs under (`<group>-<feature>`), also before the store names it. */
+export const featureLoopName = (group: Pick<FeatureGroupView, 'ref'>, feature: Pick<GroupFeatureView, 'id' | 'loopName'>): string => feature.loopName ?? `${group.ref.id}-${feature.id}`;
+
+/** `projectId/name` of every loop that belongs to one of `groups` (left out of Running / Recent). */
+export function groupLoopKeys(groups: readonly FeatureGroupView[]): Set<string> {
+  const keys = new Set<string>();
+  for (const group of groups) for (const feature of group.features) keys.add(`${group.ref.projectId}/${featureLoopName(group, feature)}`);
+  return keys;
+}
+
+export function buildFeatureNode(group: FeatureGroupView, feature: GroupFeatureView): FeatureNode {
+  const parts = [featureStatusText(feature.status)];
+  if (feature.dependsOn.length > 0) parts.push(vscode.l10n.t('after {0}', feature.dependsOn.join(', ')));
+  if (feature.error) parts.push(feature.error);
+  const tooltip = [vscode.l10n.t('Feature {0} of group {1}: {2}', feature.id, group.ref.id, feature.title), vscode.l10n.t('Status: {0}', featureStatusText(feature.status))];
+  tooltip.push(feature.dependsOn.length > 0 ? vscode.l10n.t('Depends on: {0}', feature.dependsOn.join(', ')) : vscode.l10n.t('Depends on nothing'));
+  if (feature.error) tooltip.push(feature.error);
+  tooltip.push(vscode.l10n.t('Plan: {0}', feature.planPath));
+  return {
+    kind: 'feature',
+    id: `feature:${group.ref.projectId}/${group.ref.id}/${feature.id}`,
+    projectId: group.ref.projectId,
+    groupId: group.ref.id,
+    featureId: feature.id,
+    label: `${feature.id} — ${feature.title}`,
+    description: parts.join(' · '),
+    tooltip: tooltip.join('\n'),
+    icon: featureIcon(feature.status),
+    contextValue: 'forge.feature',
+  };
+}
+
+export function buildFeatureGroupNode(group: FeatureGroupView, loops: ReadonlyMap<string, LoopSummary>): FeatureGroupNode {
+  const { ref } = group;
+  const children = group.features.map((feature) => {
+    const summary = feature.loopName ? loops.get(`${ref.projectId}/${feature.loopName}`) : undefined;
+    return summary ? buildLoopNode(summary) : buildFeatureNode(group, feature);
+  });
+  const spend = groupSpendText(group.budget, group.spend);
+  const budgetState = groupBudgetState(group.budget, group.spend);
+  const description = [groupStatusText(group), groupProgressText(group), spend + (budgetState === 'warning' ? ' ⚠' : '')].join(' · ');
+  const tooltip = [
+    vscode.l10n.t('Feature group {0} — {1}', ref.id, group.title),
+    vscode.l10n.t('Status: {0}', groupStatusText(group)),
+    vscode.l10n.t('Features: {0}', groupProgressText(group)),
+    vscode.l10n.t('Budget: {0}', spend),
+    vscode.l10n.t('At most {0} loops at once', group.maxConcurrent),
+    vscode.l10n.t('From {0}', group.source),
+    ...group.features.map((f) => `  ${f.id}: ${featureStatusText(f.status)}${f.dependsOn.length > 0 ? ` (${vscode.l10n.t('after {0}', f.dependsOn.join(', '))})` : ''}`),
+  ];
+  return {
+    kind: 'featureGroup',
+    id: `featureGroup:${ref.projectId}/${ref.id}`,
+    projectId: ref.projectId,
+    groupId: ref.id,
+    group,
+    label: `${ref.id} — ${group.title}`,
+    description,
+    tooltip: tooltip.join('\n'),
+    icon: groupStatusIcon(group.status),
+    contextValue: GROUP_CONTEXT[group.status],
+    children,
+  };
+}
+
+const isActive = (status: FeatureGroupStatus) => status === 'running' || status === 'paused' || status === 'review';
+
+/**
+ * The Loop Explorer's root: feature groups (active ones first, then the most recently changed),
+ * then Running / Recent with every loop that belongs to no group.
+ */
+export function buildExplorerRoot(summaries: readonly LoopSummary[], groups: readonly FeatureGroupView[]): LoopRootNode[] {
+  const byKey = new Map(summaries.map((s) => [`${s.loop.projectId}/${s.loop.name}`, s]));
+  const sorted = [...groups].sort((a, b) => Number(isActive(b.status)) - Number(isActive(a.status)) || b.updatedAt - a.updatedAt || a.ref.id.localeCompare(b.ref.id));
+  return [...sorted.map((g) => buildFeatureGroupNode(g, byKey)), ...buildLoopTree(summaries, groupLoopKeys(groups))];
+}
