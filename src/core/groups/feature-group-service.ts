@@ -297,6 +297,8 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       ...(budgetChanged ? { budgetWarned: false } : {}),
     });
     emit({ type: 'group.changed', group: ref });
+    // Followed before any restarts: a restarted loop can end (on a fast model, in seconds) while the next one restarts.
+    runner.watch(ref);
     // Loops the pause or the process's end left behind go on where they stopped, without a loop budget (the group's governs).
     for (const f of row(ref).features) {
       if (f.status !== 'running' && f.status !== 'paused') continue;
@@ -311,8 +313,9 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
         continue;
       }
       try {
-        await runtime.restart({ projectId: ref.projectId, name: loop.name }, { force: loop.status === 'running' || loop.status === 'starting', budget: { money: null, tokens: null } });
+        // Marked running first, so the loop's end (however soon) is taken as this feature's.
         repos.featureGroups.updateFeature(current.projectId, current.id, f.id, { status: 'running', error: null });
+        await runtime.restart({ projectId: ref.projectId, name: loop.name }, { force: loop.status === 'running' || loop.status === 'starting', budget: { money: null, tokens: null } });
       } catch (error) {
         repos.featureGroups.updateFeature(current.projectId, current.id, f.id, { status: 'failed', error: `Its loop could not restart: ${(error as Error).message}` });
       }

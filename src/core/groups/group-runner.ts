@@ -23,6 +23,11 @@ export interface GroupRunnerDeps {
 export interface GroupRunner {
   /** Drives a group this process runs: schedules now and after every loop event of its features. */
   drive(ref: GroupRef): Promise<void>;
+  /**
+   * Follows the ends of a group's loops without scheduling yet: a resume restarts its loops
+   * first, and a loop that ends while the others restart must still be taken as its feature's.
+   */
+  watch(ref: GroupRef): void;
   /** Whether this process drives the group. */
   isDriving(ref: GroupRef): boolean;
   /** The loop name of a group's feature. */
@@ -106,9 +111,32 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     }
   }
 
+  /**
+   * A feature marked running whose loop has ended without this process seeing it (it ended
+   * while a resume was restarting the others, or under another process): take its end from the
+   * loop's row, as onLoopEnded would have.
+   */
+  function reconcile(g: FeatureGroupRow): FeatureGroupRow {
+    for (const f of g.features) {
+      if (f.status !== 'running' || !f.loopName) continue;
+      const loop = repos.loops.get(g.projectId, f.loopName);
+      if (!loop || runtime.isSupervising({ projectId: g.projectId, name: f.loopName })) continue;
+      if (loop.status === 'completed') g = setFeature(g, f.id, { status: 'completed', error: null });
+      else if (loop.status === 'paused') g = setFeature(g, f.id, { status: 'paused', error: null });
+      else if (loop.status === 'errored' || loop.status === 'stalled' || loop.status === 'cancelled') {
+        g = setFeature(g, f.id, {
+          status: g.status === 'cancelled' ? 'cancelled' : 'failed',
+          error: `Its loop ${loop.name} ended ${loop.status}${loop.terminationReason ? ` (${loop.terminationReason})` : ''} after ${loop.iteration} iteration${loop.iteration === 1 ? '' : 's'}.`,
+        });
+      }
+    }
+    return g;
+  }
+
   async function step(ref: GroupRef): Promise<void> {
     let g = repos.featureGroups.get(ref.projectId, ref.id);
     if (!g || disposed) return;
+    g = reconcile(g);
     if (g.status === 'running') {
       const budget = { money: g.budgetMoney, tokens: g.budgetTokens };
       if (hasGroupBudget(budget)) {
@@ -165,6 +193,12 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     setFeature(g, f.id, { status, error });
   }
 
+  /** Maps the group's loops to their features; scheduling starts only with drive. */
+  function watch(ref: GroupRef): void {
+    const g = repos.featureGroups.get(ref.projectId, ref.id);
+    for (const f of g?.features ?? []) if (f.loopName) loops.set(key(ref.projectId, f.loopName), { groupId: ref.id, featureId: f.id });
+  }
+
   const unsubscribe = runtime.subscribe((e) => {
     if (disposed || (e.type !== 'loop.ended' && e.type !== 'loop.usage')) return;
     const owner = loops.get(key(e.loop.projectId, e.loop.name));
@@ -176,11 +210,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
 
   return {
     loopNameOf,
+    watch,
     drive(ref) {
       const k = key(ref.projectId, ref.id);
       if (!driven.has(k)) driven.set(k, { ref, chain: Promise.resolve() });
-      const g = repos.featureGroups.get(ref.projectId, ref.id);
-      for (const f of g?.features ?? []) if (f.loopName) loops.set(key(ref.projectId, f.loopName), { groupId: ref.id, featureId: f.id });
+      watch(ref);
       return enqueue(ref);
     },
     isDriving: (ref) => driven.has(key(ref.projectId, ref.id)),

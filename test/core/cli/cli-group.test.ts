@@ -264,32 +264,34 @@ describe('forge group: feature groups (real CLI processes, real opencode, embedd
     assert.equal(await repo.git('show', 'forge/phoenix-slow:slow.txt'), 'slow\n');
   });
 
-  it('a group budget: a tiny token budget pauses the group (budget_reached, exit 10), nothing lost; a resume without room is refused with a figure; with room it completes', async () => {
+  it('a group budget: a tiny token budget pauses the group (budget_reached, exit 10), nothing lost; a resume without room is refused with a figure; with room it completes', async function () {
+    // A name of its own on a retry: the failed attempt's group stays (nothing is ever lost).
+    const id = this.currentRetry() > 0 ? `thrift-retry${this.currentRetry()}` : 'thrift';
     const path = await prd('budget.md', BUDGET_PRD);
-    const paused = await runner.run(['group', path, '--name', 'thrift', '--launch', '--budget-tokens', '1', '--json'], { timeoutMs: 400_000 });
+    const paused = await runner.run(['group', path, '--name', id, '--launch', '--budget-tokens', '1', '--json'], { timeoutMs: 400_000 });
     assert.equal(paused.code, 10, `${paused.stdout}\n${paused.stderr}`);
     const lines = events(paused.stdout);
     assert.ok(lines.some((l) => l.type === 'group.budget' && l.level === 'paused'), paused.stdout);
     const ended = lines.find((l) => l.type === 'group.ended');
     assert.equal(ended?.status, 'paused');
     assert.equal(ended?.pauseReason, 'budget_reached');
-    const g = (await groups()).find((x) => x.group === 'thrift')!;
+    const g = (await groups()).find((x) => x.group === id)!;
     assert.equal(g.status, 'paused');
     assert.equal(g.pauseReason, 'budget_reached');
     assert.ok(g.spend.tokens > 1, JSON.stringify(g));
     assert.ok(g.features.every((f) => f.status !== 'failed' && f.status !== 'blocked'), JSON.stringify(g.features));
 
-    const refused = await runner.run(['group', 'resume', 'thrift']);
+    const refused = await runner.run(['group', 'resume', id]);
     assert.equal(refused.code, 2, refused.stderr);
-    assert.match(refused.stderr, /budget leaves no room\. Resume it with a higher budget, for example forge group resume thrift --budget-tokens \d+/);
-    assert.equal((await groups()).find((x) => x.group === 'thrift')?.status, 'paused');
+    assert.match(refused.stderr, new RegExp(String.raw`budget leaves no room\. Resume it with a higher budget, for example forge group resume ${id} --budget-tokens \d+`));
+    assert.equal((await groups()).find((x) => x.group === id)?.status, 'paused');
 
-    const resumed = await runner.run(['group', 'resume', 'thrift', '--budget-tokens', '100000000', '--json'], { timeoutMs: 400_000 });
-    assert.equal(resumed.code, 0, `${resumed.stdout}\n${resumed.stderr}\n${JSON.stringify(await groups())}\n${(await runner.run(['status', 'thrift-one', '--json'])).stdout}`);
-    const done = (await groups()).find((x) => x.group === 'thrift')!;
+    const resumed = await runner.run(['group', 'resume', id, '--budget-tokens', '100000000', '--json'], { timeoutMs: 400_000 });
+    assert.equal(resumed.code, 0, `${resumed.stdout}\n${resumed.stderr}\n${JSON.stringify(await groups())}\n${(await runner.run(['status', `${id}-one`, '--json'])).stdout}`);
+    const done = (await groups()).find((x) => x.group === id)!;
     assert.equal(done.status, 'completed');
     assert.deepEqual(done.features.map((f) => f.status), ['completed', 'completed']);
-    assert.equal(await repo.git('show', 'forge/thrift-one:one.txt'), '1\n');
-    assert.equal(await repo.git('show', 'forge/thrift-two:two.txt'), '2\n');
+    assert.equal(await repo.git('show', `forge/${id}-one:one.txt`), '1\n');
+    assert.equal(await repo.git('show', `forge/${id}-two:two.txt`), '2\n');
   });
 });
