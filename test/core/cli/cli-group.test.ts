@@ -266,7 +266,9 @@ describe('forge group: feature groups (real CLI processes, real opencode, embedd
 
   it('a group budget: a tiny token budget pauses the group (budget_reached, exit 10), nothing lost; a resume without room is refused with a figure; with room it completes', async function () {
     // A name of its own on a retry: the failed attempt's group stays (nothing is ever lost).
-    const id = this.currentRetry() > 0 ? `thrift-retry${this.currentRetry()}` : 'thrift';
+    // currentRetry() is protected in the typings but public at run time.
+    const attempt = (this.test as unknown as { currentRetry(): number } | undefined)?.currentRetry() ?? 0;
+    const id = attempt > 0 ? `thrift-retry${attempt}` : 'thrift';
     const path = await prd('budget.md', BUDGET_PRD);
     const paused = await runner.run(['group', path, '--name', id, '--launch', '--budget-tokens', '1', '--json'], { timeoutMs: 400_000 });
     assert.equal(paused.code, 10, `${paused.stdout}\n${paused.stderr}`);
