@@ -55,9 +55,9 @@ export async function changedFiles(git: GitRunner, worktreeDir: string, baseComm
  * starting) changed nothing; a worktree git cannot read is reported in `loops` and left out.
  */
 export async function scanLoops(git: GitRunner, loops: readonly RadarLoop[]): Promise<RadarScan> {
-  const results = await Promise.all(
-    loops.map(async (loop) => {
-      if (!loop.worktreeDir || !loop.baseCommit) return { featureId: loop.featureId, loopName: loop.loopName, files: [] as string[] };
+  const results: RadarScan['loops'] = await Promise.all(
+    loops.map(async (loop): Promise<RadarScan['loops'][number]> => {
+      if (!loop.worktreeDir || !loop.baseCommit) return { featureId: loop.featureId, loopName: loop.loopName, files: [] };
       try {
         return { featureId: loop.featureId, loopName: loop.loopName, files: await changedFiles(git, loop.worktreeDir, loop.baseCommit) };
       } catch (error) {
@@ -65,6 +65,6 @@ export async function scanLoops(git: GitRunner, loops: readonly RadarLoop[]): Pr
       }
     }),
   );
-  const readable = results.flatMap((r) => ('files' in r ? [r] : []));
+  const readable = results.flatMap((r) => ('files' in r ? [{ featureId: r.featureId, loopName: r.loopName, files: r.files }] : []));
   return { overlaps: findOverlaps(readable), loops: results };
 }
