@@ -51,6 +51,8 @@ export interface FeatureGroupServiceHandle extends FeatureGroupService {
 }
 
 const orNull = (n: number) => (n > 0 ? n : null);
+/** How often the conflict radar reads the live worktrees of a group this process drives. */
+const RADAR_POLL_MS = 3_000;
 
 export function createFeatureGroupService(deps: FeatureGroupServiceDeps): FeatureGroupServiceHandle {
   const { repos, runtime } = deps;
@@ -72,6 +74,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   /** Which group a loop this process saw start belongs to (from the group.feature events). */
   const loopGroups = new Map<string, GroupRef>();
   let radarStopped = false;
+  let radarPoll: ReturnType<typeof setInterval> | undefined;
   const splits = new Map<string, { groupId: string; last: SplitAttempt | null }>();
   const endWaiters = new Map<string, Array<(view: FeatureGroupView) => void>>();
   const key = (ref: GroupRef) => `${ref.projectId}\u0000${ref.id}`;
@@ -178,13 +181,33 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       .catch((error: unknown) => deps.log.warn(`[group ${ref.id}] the conflict radar: ${String(error)}`));
   }
 
+  /**
+   * An agent's file writes raise no loop event (a check can hold a loop for minutes after its
+   * last one), so while this process drives a group the radar also reads every few seconds.
+   */
+  function pollRadar(): void {
+    if (radarPoll || radarStopped) return;
+    radarPoll = setInterval(() => {
+      const driven = new Map<string, GroupRef>();
+      for (const ref of loopGroups.values()) if (runner.isDriving(ref)) driven.set(key(ref), ref);
+      if (driven.size === 0 || radarStopped) {
+        clearInterval(radarPoll);
+        radarPoll = undefined;
+        return;
+      }
+      for (const ref of driven.values()) refreshRadar(ref);
+    }, RADAR_POLL_MS);
+    radarPoll.unref?.();
+  }
+
   // While this process drives a group, the radar reads again whenever a loop may have changed
-  // files (a turn's usage, a phase, a commit, a check, its end) and when a feature's status
-  // changes (the set of live loops changes).
+  // files (a turn's usage, a phase, a commit, a check, its end), when a feature's status
+  // changes (the set of live loops changes), and every few seconds.
   listeners.add((e) => {
     if (e.type === 'group.feature') {
       if (e.loopName) loopGroups.set(key({ projectId: e.group.projectId, id: e.loopName }), e.group);
       refreshRadar(e.group);
+      pollRadar();
     } else if (e.type === 'group.ended') refreshRadar(e.group);
   });
   const radarEvents = new Set(['loop.started', 'loop.usage', 'loop.phase', 'loop.commit', 'loop.check', 'loop.ended']);
@@ -442,6 +465,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
     },
     dispose: () => {
       radarStopped = true;
+      if (radarPoll) clearInterval(radarPoll);
       unsubscribeRadar();
       runner.dispose();
     },
