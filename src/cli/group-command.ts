@@ -67,12 +67,19 @@ export function formatGroupDetail(v: FeatureGroupView): string {
   ].join('\n');
 }
 
+/** The repository's groups with the conflict radar read now (their loops may run in another process). */
+export async function groupsWithRadar(engine: ForgeEngine, projectId: string): Promise<FeatureGroupView[]> {
+  const views: FeatureGroupView[] = [];
+  for (const v of engine.groups.list(projectId)) views.push({ ...v, overlaps: await engine.groups.radar(v.ref) });
+  return views;
+}
+
 /** The group lines of `forge status` (nothing when the repository has no groups). */
 export function formatGroupList(views: readonly FeatureGroupView[], json: boolean): string[] {
   if (json) return views.map((v) => JSON.stringify(groupJson(v)));
   if (views.length === 0) return [];
   const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed`;
-  return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}`)];
+  return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}${v.overlaps.length > 0 ? `  overlap: ${v.overlaps.map((o) => o.file).join(', ')}` : ''}`)];
 }
 
 function formatGroupEvent(e: GroupEvent, json: boolean): string | null {
@@ -159,8 +166,7 @@ export async function runGroupCommand(engine: ForgeEngine, cmd: GroupCommand, io
         io.out(cmd.json ? JSON.stringify(groupJson(v)) : formatGroupDetail(v));
         return EXIT.completed;
       }
-      const views: FeatureGroupView[] = [];
-      for (const v of engine.groups.list(projectId)) views.push(await withRadar(v));
+      const views = await groupsWithRadar(engine, projectId);
       if (cmd.json) views.forEach((v) => io.out(JSON.stringify(groupJson(v))));
       else io.out(views.length === 0 ? 'No feature groups in this repository yet. Split a PRD with: forge group PRD.md' : views.map(formatGroupDetail).join('\n\n'));
       return EXIT.completed;

@@ -79,6 +79,12 @@ describe('forge group: the conflict radar (real CLI processes, real opencode, em
       // Only shared.txt: catalog.txt and each loop's own marker files are changed by one loop each.
       assert.deepEqual(radar.overlaps, [{ file: 'shared.txt', features: ['notes', 'search'], loops: ['radar-notes', 'radar-search'] }]);
 
+      // forge status (loops, then groups) reads the radar too.
+      const all = await runner.run(['status', '--json']);
+      assert.equal(all.code, 0, all.stderr);
+      const fromStatus = all.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as GroupJson).find((g) => g.group === 'radar');
+      assert.deepEqual(fromStatus?.overlaps, radar.overlaps, all.stdout);
+
       const text = await runner.run(['group', 'status', 'radar']);
       assert.equal(text.code, 0, text.stderr);
       assert.match(text.stdout, /^ {2}overlap: shared\.txt — notes, search$/m);
