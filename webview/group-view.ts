@@ -47,6 +47,8 @@ export function renderGroup(group: GroupPanelView, selected: LoopKey | null, sen
     h('progress', { class: 'group-progress-bar', max: 100, value: percent, 'aria-label': group.progressText }),
     group.budgetNote ? h('p', { class: group.budgetState === 'reached' || group.status === 'paused' ? 'warning group-budget-note paused' : 'warning group-budget-note' }, group.budgetNote) : null,
     h('ol', { class: 'group-features' }, ...rows),
+    group.overlapNote ? h('p', { class: 'warning group-overlap-note' }, group.overlapNote) : null,
+    group.overlaps.length > 0 ? h('ul', { class: 'group-overlaps' }, ...group.overlaps.map((o) => h('li', { class: 'group-overlap', 'data-file': o.file }, o.text))) : null,
     group.status === 'review' ? h('p', { class: 'muted' }, `The feature plans wait for review in ${group.reviewDir}; edits count when the group launches.`) : null,
     actions,
   );
@@ -67,5 +69,6 @@ export function groupProbe(root: ParentNode): GroupProbe | null {
     budgetNote: part.querySelector('.group-budget-note')?.textContent ?? null,
     features: Array.from(part.querySelectorAll('li.group-feature')).map((li) => `${li.getAttribute('data-feature')}: ${li.querySelector('.status')?.textContent ?? ''}`),
     actions: Array.from(part.querySelectorAll('.actions vscode-button')).map((b) => b.textContent ?? ''),
+    overlaps: Array.from(part.querySelectorAll('li.group-overlap')).map((li) => li.textContent ?? ''),
   };
 }

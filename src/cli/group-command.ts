@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import type { ForgeEngine } from '../core/engine';
 import { describeBudget, formatMoney, formatTokens } from '../core/loop/budget';
 import type { FeatureGroupView, GroupBudget, GroupEvent, GroupRef, LaunchGroupOptions } from '../core/groups/group-types';
+import type { FileOverlap } from '../core/groups/overlap';
 import { EXIT, UsageError, type CliCommand, type GroupArgs } from './args';
 import { readInputFile } from './read-input';
 
@@ -41,7 +42,13 @@ export function groupJson(v: FeatureGroupView): Record<string, unknown> {
     features: v.features.map((f) => ({ id: f.id, title: f.title, dependsOn: f.dependsOn, status: f.status, loop: f.loopName, planPath: f.planPath, error: f.error })),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
+    overlaps: v.overlaps,
   };
+}
+
+/** `overlap: shared.txt — notes, search`: a file two or more live loops changed (the conflict radar). */
+export function overlapLine(o: FileOverlap): string {
+  return `overlap: ${o.file} — ${o.features.join(', ')}`;
 }
 
 function featureLine(f: FeatureGroupView['features'][number]): string {
@@ -56,7 +63,15 @@ export function formatGroupDetail(v: FeatureGroupView): string {
     `  at most ${v.maxConcurrent} loop${v.maxConcurrent === 1 ? '' : 's'} at once; budget ${describeGroupBudget(v.budget)}; spent ${describeSpend(v)}`,
     `  plans: ${v.reviewDir}`,
     ...v.features.map(featureLine),
+    ...v.overlaps.map((o) => `  ${overlapLine(o)}`),
   ].join('\n');
+}
+
+/** The repository's groups with the conflict radar read now (their loops may run in another process). */
+export async function groupsWithRadar(engine: ForgeEngine, projectId: string): Promise<FeatureGroupView[]> {
+  const views: FeatureGroupView[] = [];
+  for (const v of engine.groups.list(projectId)) views.push({ ...v, overlaps: await engine.groups.radar(v.ref) });
+  return views;
 }
 
 /** The group lines of `forge status` (nothing when the repository has no groups). */
@@ -64,7 +79,7 @@ export function formatGroupList(views: readonly FeatureGroupView[], json: boolea
   if (json) return views.map((v) => JSON.stringify(groupJson(v)));
   if (views.length === 0) return [];
   const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed`;
-  return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}`)];
+  return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}${v.overlaps.length > 0 ? `  overlap: ${v.overlaps.map((o) => o.file).join(', ')}` : ''}`)];
 }
 
 function formatGroupEvent(e: GroupEvent, json: boolean): string | null {
@@ -78,6 +93,8 @@ function formatGroupEvent(e: GroupEvent, json: boolean): string | null {
       return `[group ${e.group.id}] budget ${e.level === 'paused' ? 'reached' : 'warning'}: ${e.message}`;
     case 'group.ended':
       return `[group ${e.group.id}] ended: ${e.status}${e.pauseReason ? ` (${e.pauseReason})` : ''}`;
+    case 'group.overlap':
+      return e.overlaps.length === 0 ? `[group ${e.group.id}] no overlapping files between its live loops` : e.overlaps.map((o) => `[group ${e.group.id}] ${overlapLine(o)}`).join('\n');
   }
 }
 
@@ -140,13 +157,16 @@ export async function runGroupCommand(engine: ForgeEngine, cmd: GroupCommand, io
   const ref = (id: string): GroupRef => ({ projectId, id });
   switch (cmd.action) {
     case 'status': {
+      // The conflict radar is read now: the loops may run in another process.
+      const withRadar = async (v: FeatureGroupView): Promise<FeatureGroupView> => ({ ...v, overlaps: await engine.groups.radar(v.ref) });
       if (cmd.target) {
-        const v = engine.groups.get(ref(cmd.target));
-        if (!v) throw new UsageError(`No feature group "${cmd.target}" in this repository. "forge group status" lists them.`);
+        const found = engine.groups.get(ref(cmd.target));
+        if (!found) throw new UsageError(`No feature group "${cmd.target}" in this repository. "forge group status" lists them.`);
+        const v = await withRadar(found);
         io.out(cmd.json ? JSON.stringify(groupJson(v)) : formatGroupDetail(v));
         return EXIT.completed;
       }
-      const views = engine.groups.list(projectId);
+      const views = await groupsWithRadar(engine, projectId);
       if (cmd.json) views.forEach((v) => io.out(JSON.stringify(groupJson(v))));
       else io.out(views.length === 0 ? 'No feature groups in this repository yet. Split a PRD with: forge group PRD.md' : views.map(formatGroupDetail).join('\n\n'));
       return EXIT.completed;

@@ -21,7 +21,7 @@ import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import { GroupError } from '../core/groups/group-types';
-import { formatGroupList, runGroupCommand } from './group-command';
+import { formatGroupList, groupsWithRadar, runGroupCommand } from './group-command';
 import { readInputFile } from './read-input';
 
 /**
@@ -329,7 +329,7 @@ async function main(argv: string[]): Promise<number> {
           out(formatLoopDetail(engine, loop, cmd.json));
         } else {
           const loops = formatLoopList(engine, projectId, cmd.json);
-          const groups = formatGroupList(engine.groups.list(projectId), cmd.json);
+          const groups = formatGroupList(await groupsWithRadar(engine, projectId), cmd.json);
           // --json: one object per line, loops then groups (a group's object has a "group" key).
           const lines = [loops, ...groups].filter((l, i) => i > 0 || l !== '' || groups.length === 0);
           out(lines.join('\n'));

@@ -6,6 +6,7 @@ import * as vscode from 'vscode';
  * dependencies. The group's loops are shown only there, never again under Running / Recent.
  */
 import type { FeatureGroupView, GroupFeatureView } from '../core/groups/group-types';
+import type { FileOverlap } from '../core/groups/overlap';
 import type { FeatureGroupStatus, FeatureStatus } from '../core/vocabulary/group-vocabulary';
 import { groupBudgetState, groupProgressText, groupSpendText, groupStatusText } from './group-budget-text';
 import { buildLoopNode, buildLoopTree, type LoopNode, type LoopRootNode, type LoopSummary, type NodeBase, type TreeIconSpec } from './loop-tree-model';
@@ -15,7 +16,15 @@ export interface FeatureGroupNode extends NodeBase {
   readonly projectId: string;
   readonly groupId: string;
   readonly group: FeatureGroupView;
-  readonly children: readonly (LoopNode | FeatureNode)[];
+  readonly children: readonly (LoopNode | FeatureNode | OverlapNode)[];
+}
+
+/** The conflict radar: a file two or more of the group's live loops changed (after its features). */
+export interface OverlapNode extends NodeBase {
+  readonly kind: 'overlap';
+  readonly projectId: string;
+  readonly groupId: string;
+  readonly file: string;
 }
 
 /** A feature without a loop (yet): pending, blocked, or one whose loop this window cannot read. */
@@ -123,15 +132,41 @@ export function buildFeatureNode(group: FeatureGroupView, feature: GroupFeatureV
   };
 }
 
+export function buildOverlapNode(group: FeatureGroupView, overlap: FileOverlap): OverlapNode {
+  const features = overlap.features.join(', ');
+  return {
+    kind: 'overlap',
+    id: `overlap:${group.ref.projectId}/${group.ref.id}/${overlap.file}`,
+    projectId: group.ref.projectId,
+    groupId: group.ref.id,
+    file: overlap.file,
+    label: vscode.l10n.t('Overlap: {0}', overlap.file),
+    description: vscode.l10n.t('changed by {0}', features),
+    tooltip: [
+      vscode.l10n.t('{0} is changed by more than one running loop of group {1}: {2}.', overlap.file, group.ref.id, features),
+      vscode.l10n.t('Loops: {0}', overlap.loops.join(', ')),
+      vscode.l10n.t('Their changes may conflict when they are merged.'),
+    ].join('\n'),
+    icon: { id: 'warning', color: 'list.warningForeground' },
+    contextValue: 'forge.overlap',
+  };
+}
+
 export function buildFeatureGroupNode(group: FeatureGroupView, loops: ReadonlyMap<string, LoopSummary>): FeatureGroupNode {
   const { ref } = group;
-  const children = group.features.map((feature) => {
+  const children: (LoopNode | FeatureNode | OverlapNode)[] = group.features.map((feature) => {
     const summary = feature.loopName ? loops.get(`${ref.projectId}/${feature.loopName}`) : undefined;
     return summary ? buildLoopNode(summary) : buildFeatureNode(group, feature);
   });
+  children.push(...group.overlaps.map((o) => buildOverlapNode(group, o)));
   const spend = groupSpendText(group.budget, group.spend);
   const budgetState = groupBudgetState(group.budget, group.spend);
-  const description = [groupStatusText(group), groupProgressText(group), spend + (budgetState === 'warning' ? ' ⚠' : '')].join(' · ');
+  const description = [
+    groupStatusText(group),
+    groupProgressText(group),
+    spend + (budgetState === 'warning' ? ' ⚠' : ''),
+    ...(group.overlaps.length > 0 ? [vscode.l10n.t('⚠ {0} overlapping file(s)', group.overlaps.length)] : []),
+  ].join(' · ');
   const tooltip = [
     vscode.l10n.t('Feature group {0} — {1}', ref.id, group.title),
     vscode.l10n.t('Status: {0}', groupStatusText(group)),
@@ -140,6 +175,7 @@ export function buildFeatureGroupNode(group: FeatureGroupView, loops: ReadonlyMa
     vscode.l10n.t('At most {0} loops at once', group.maxConcurrent),
     vscode.l10n.t('From {0}', group.source),
     ...group.features.map((f) => `  ${f.id}: ${featureStatusText(f.status)}${f.dependsOn.length > 0 ? ` (${vscode.l10n.t('after {0}', f.dependsOn.join(', '))})` : ''}`),
+    ...group.overlaps.map((o) => vscode.l10n.t('Overlap: {0} — changed by {1}', o.file, o.features.join(', '))),
   ];
   return {
     kind: 'featureGroup',

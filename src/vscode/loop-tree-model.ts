@@ -8,7 +8,7 @@ import { confinementOf, describeConfinement } from '../core/sandbox/confinement'
 import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loops-repository';
 import type { CheckRunRow } from '../core/storage/repositories/check-runs-repository';
 import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
-import type { FeatureGroupNode, FeatureNode } from './group-tree-model';
+import type { FeatureGroupNode, FeatureNode, OverlapNode } from './group-tree-model';
 
 /** Findings about the goal or plan itself (FINDING_PSEUDO_PATHS of src/core/loop/tool-backend.ts). */
 export const PSEUDO_FINDING_PATHS: readonly string[] = ['GOAL', 'PLAN'];
@@ -183,7 +183,7 @@ export function buildSectionNodes(
   });
 }
 
-export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode | FeatureGroupNode | FeatureNode;
+export type LoopTreeNode = LoopGroupNode | LoopNode | LoopDetailNode | FeatureGroupNode | FeatureNode | OverlapNode;
 
 /** What the Loop Explorer's root shows: feature groups first, then the Running / Recent sections. */
 export type LoopRootNode = FeatureGroupNode | LoopGroupNode;

@@ -20,6 +20,8 @@ import { createGroupRunner } from './group-runner';
 import { groupSpend, noBudgetRoom } from './group-spend';
 import { GroupError, type FeatureGroupService, type FeatureGroupView, type GroupBudget, type GroupEvent, type GroupRef, type LaunchGroupOptions } from './group-types';
 import { buildSplitterPrompt, splitterSessionTitle } from './splitter-prompt';
+import { createReadOnlyGitRunner, scanLoops, type RadarLoop } from './conflict-radar';
+import { sameOverlaps, type FileOverlap } from './overlap';
 
 /** Where the splitter's `forge_features_write` calls land, keyed by the split's scope key. */
 export interface FeatureSplitInbox {
@@ -49,6 +51,8 @@ export interface FeatureGroupServiceHandle extends FeatureGroupService {
 }
 
 const orNull = (n: number) => (n > 0 ? n : null);
+/** How often the conflict radar reads the live worktrees of a group this process drives. */
+const RADAR_POLL_MS = 3_000;
 
 export function createFeatureGroupService(deps: FeatureGroupServiceDeps): FeatureGroupServiceHandle {
   const { repos, runtime } = deps;
@@ -63,6 +67,14 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
     }
   };
   const runner = createGroupRunner({ repos, runtime, emit, log: deps.log });
+  /** The conflict radar: its last reading per group, and one reading at a time per group. */
+  const radarGit = createReadOnlyGitRunner();
+  const overlapsRead = new Map<string, FileOverlap[]>();
+  const radarQueues = new Map<string, { chain: Promise<unknown>; refreshQueued: boolean }>();
+  /** Which group a loop this process saw start belongs to (from the group.feature events). */
+  const loopGroups = new Map<string, GroupRef>();
+  let radarStopped = false;
+  let radarPoll: ReturnType<typeof setInterval> | undefined;
   const splits = new Map<string, { groupId: string; last: SplitAttempt | null }>();
   const endWaiters = new Map<string, Array<(view: FeatureGroupView) => void>>();
   const key = (ref: GroupRef) => `${ref.projectId}\u0000${ref.id}`;
@@ -125,8 +137,85 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       reviewDir: g.reviewDir,
       createdAt: g.createdAt,
       updatedAt: g.updatedAt,
+      overlaps: overlapsRead.get(key({ projectId: g.projectId, id: g.id })) ?? [],
     };
   }
+
+  /** The group's live loops (features running or paused) with their worktrees, for the radar. */
+  function liveLoops(g: FeatureGroupRow): RadarLoop[] {
+    return g.features.flatMap((f) => {
+      if ((f.status !== 'running' && f.status !== 'paused') || !f.loopName) return [];
+      const loop = repos.loops.get(g.projectId, f.loopName);
+      return [{ featureId: f.id, loopName: f.loopName, worktreeDir: loop?.worktreeDir ?? null, baseCommit: loop?.baseCommit ?? null }];
+    });
+  }
+
+  /** One radar reading: stored as the group's overlaps, `group.overlap` when they changed. */
+  async function readRadar(ref: GroupRef): Promise<FileOverlap[]> {
+    const g = repos.featureGroups.get(ref.projectId, ref.id);
+    if (!g) return [];
+    const scan = await scanLoops(radarGit, liveLoops(g));
+    for (const l of scan.loops) if ('error' in l) deps.log.warn(`[group ${ref.id}] the conflict radar could not read loop ${l.loopName}: ${l.error}`);
+    const previous = overlapsRead.get(key(ref)) ?? [];
+    overlapsRead.set(key(ref), scan.overlaps);
+    if (!sameOverlaps(previous, scan.overlaps)) emit({ type: 'group.overlap', group: ref, overlaps: scan.overlaps });
+    return scan.overlaps;
+  }
+
+  function radarQueue(ref: GroupRef): { chain: Promise<unknown>; refreshQueued: boolean } {
+    let q = radarQueues.get(key(ref));
+    if (!q) radarQueues.set(key(ref), (q = { chain: Promise.resolve(), refreshQueued: false }));
+    return q;
+  }
+
+  /** A reading after a change; a burst of changes makes one reading after the current one. */
+  function refreshRadar(ref: GroupRef): void {
+    const q = radarQueue(ref);
+    if (q.refreshQueued || radarStopped) return;
+    q.refreshQueued = true;
+    q.chain = q.chain
+      .then(() => {
+        q.refreshQueued = false;
+        return readRadar(ref);
+      })
+      .catch((error: unknown) => deps.log.warn(`[group ${ref.id}] the conflict radar: ${String(error)}`));
+  }
+
+  /**
+   * An agent's file writes raise no loop event (a check can hold a loop for minutes after its
+   * last one), so while this process drives a group the radar also reads every few seconds.
+   */
+  function pollRadar(): void {
+    if (radarPoll || radarStopped) return;
+    radarPoll = setInterval(() => {
+      const driven = new Map<string, GroupRef>();
+      for (const ref of loopGroups.values()) if (runner.isDriving(ref)) driven.set(key(ref), ref);
+      if (driven.size === 0 || radarStopped) {
+        clearInterval(radarPoll);
+        radarPoll = undefined;
+        return;
+      }
+      for (const ref of driven.values()) refreshRadar(ref);
+    }, RADAR_POLL_MS);
+    radarPoll.unref?.();
+  }
+
+  // While this process drives a group, the radar reads again whenever a loop may have changed
+  // files (a turn's usage, a phase, a commit, a check, its end), when a feature's status
+  // changes (the set of live loops changes), and every few seconds.
+  listeners.add((e) => {
+    if (e.type === 'group.feature') {
+      if (e.loopName) loopGroups.set(key({ projectId: e.group.projectId, id: e.loopName }), e.group);
+      refreshRadar(e.group);
+      pollRadar();
+    } else if (e.type === 'group.ended') refreshRadar(e.group);
+  });
+  const radarEvents = new Set(['loop.started', 'loop.usage', 'loop.phase', 'loop.commit', 'loop.check', 'loop.ended']);
+  const unsubscribeRadar = runtime.subscribe((e) => {
+    if (!radarEvents.has(e.type)) return;
+    const ref = loopGroups.get(key({ projectId: e.loop.projectId, id: e.loop.name }));
+    if (ref && runner.isDriving(ref)) refreshRadar(ref);
+  });
 
   function readReviewCopy(f: GroupFeature): string {
     try {
@@ -367,6 +456,18 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    dispose: () => runner.dispose(),
+    async radar(ref) {
+      row(ref);
+      const q = radarQueue(ref);
+      const reading = q.chain.then(() => readRadar(ref));
+      q.chain = reading.catch(() => {});
+      return reading;
+    },
+    dispose: () => {
+      radarStopped = true;
+      if (radarPoll) clearInterval(radarPoll);
+      unsubscribeRadar();
+      runner.dispose();
+    },
   };
 }

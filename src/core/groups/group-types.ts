@@ -5,6 +5,7 @@
  * surfaces never reach into the scheduler or storage for groups.
  */
 import type { FeatureGroupStatus, FeatureStatus, GroupPauseReason } from '../vocabulary/group-vocabulary';
+import type { FileOverlap } from './overlap';
 
 export interface GroupRef {
   projectId: string;
@@ -59,6 +60,12 @@ export interface FeatureGroupView {
   reviewDir: string;
   createdAt: number;
   updatedAt: number;
+  /**
+   * The conflict radar (issue 14 part 4): files two or more live loops (features running or
+   * paused) changed in their worktrees, as this process last read them (kept fresh while it
+   * drives the group); `radar(ref)` reads them afresh. Empty when none, or never read here.
+   */
+  overlaps: FileOverlap[];
 }
 
 export interface SplitPrdRequest {
@@ -93,7 +100,9 @@ export type GroupEvent =
   | { type: 'group.feature'; group: GroupRef; featureId: string; status: FeatureStatus; loopName: string | null }
   /** `warning` once at 80 % of a limit; `paused` when the budget is spent. */
   | { type: 'group.budget'; group: GroupRef; level: 'warning' | 'paused'; message: string }
-  | { type: 'group.ended'; group: GroupRef; status: FeatureGroupStatus; pauseReason: GroupPauseReason | null };
+  | { type: 'group.ended'; group: GroupRef; status: FeatureGroupStatus; pauseReason: GroupPauseReason | null }
+  /** The conflict radar's overlaps changed (also to none): the whole current list. */
+  | { type: 'group.overlap'; group: GroupRef; overlaps: FileOverlap[] };
 
 export interface FeatureGroupService {
   /** Runs the read-only splitter on the PRD; stores the group in `review`. Throws GroupError on bad input. */
@@ -109,6 +118,12 @@ export interface FeatureGroupService {
   /** Resolves when the group leaves `running` (completed, failed, paused, cancelled). */
   waitForEnd(ref: GroupRef): Promise<FeatureGroupView>;
   subscribe(listener: (event: GroupEvent) => void): () => void;
+  /**
+   * The conflict radar, read now: the files two or more of the group's live loops changed
+   * against their base (committed, uncommitted, untracked), read-only. Works for a group another
+   * process drives. Emits `group.overlap` when the list differs from the last one read here.
+   */
+  radar(ref: GroupRef): Promise<FileOverlap[]>;
 }
 
 /** Bad input or a refused action: the message says what is wrong and how to fix it. */

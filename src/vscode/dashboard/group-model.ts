@@ -76,5 +76,10 @@ export function buildGroupPanel(group: FeatureGroupView): GroupPanelView {
       error: f.error,
     })),
     actions: actionsOf(group),
+    overlaps: group.overlaps.map((o) => ({ file: o.file, features: o.features, text: vscode.l10n.t('{0} — changed by {1}', o.file, o.features.join(', ')) })),
+    overlapNote:
+      group.overlaps.length === 0
+        ? null
+        : vscode.l10n.t('Overlapping files: {0} file(s) changed by more than one running loop. Their changes may conflict when they are merged.', group.overlaps.length),
   };
 }

@@ -223,6 +223,16 @@ export interface GroupPanelView {
   readonly features: readonly GroupFeatureItem[];
   /** What the user may do with the group now. */
   readonly actions: readonly GroupAction[];
+  /** The conflict radar: files two or more live loops changed, in words ("shared.txt — changed by notes, search"). */
+  readonly overlaps: readonly GroupOverlapItem[];
+  /** What the overlaps mean, in a sentence (null: none). */
+  readonly overlapNote: string | null;
+}
+
+export interface GroupOverlapItem {
+  readonly file: string;
+  readonly features: readonly string[];
+  readonly text: string;
 }
 
 export interface DashboardState {
@@ -320,6 +330,8 @@ export interface GroupProbe {
   /** Per feature row: `id: status`. */
   readonly features: readonly string[];
   readonly actions: readonly string[];
+  /** The conflict radar's rows as rendered. */
+  readonly overlaps: readonly string[];
 }
 
 export interface LiveProbe {

@@ -95,6 +95,7 @@ describe('feature groups in VS Code: Execute PRD, Loop Explorer, dashboard, grou
       reviewDir: '/d',
       createdAt: 1,
       updatedAt: 2,
+      overlaps: [],
       ...over,
     });
     const loop = (name: string): LoopSummary => ({
