@@ -138,9 +138,16 @@ async function followGroup(engine: ForgeEngine, ref: GroupRef, start: () => Prom
   for (const signal of signals) process.on(signal, onSignal);
   try {
     await start();
-    const end = await Promise.race([engine.groups.waitForEnd(ref), interrupted]);
+    const ended = await Promise.race([engine.groups.waitForEnd(ref), interrupted]);
     // Interrupted: closing the engine pauses the group (interrupted) and stops its loops.
-    if (end === 'interrupted') return EXIT.cancelled;
+    if (ended === 'interrupted') return EXIT.cancelled;
+    // A last radar reading, after the readings the loops' ends queued: the event stream (and the
+    // summary) end with the true overlaps — none once no loop is live — before the process exits.
+    const overlaps = await engine.groups.radar(ref).catch((error: unknown) => {
+      io.err(`forge: the conflict radar could not read group "${ref.id}" at its end: ${String(error)}`);
+      return ended.overlaps;
+    });
+    const end: FeatureGroupView = { ...ended, overlaps };
     if (!cmd.json) {
       io.out(formatGroupDetail(end));
       if (end.status === 'paused' && end.pauseReason === 'budget_reached') io.out(`Paused, nothing lost. Continue with a higher budget: forge group resume ${ref.id} --budget AMOUNT (and/or --budget-tokens N).`);

@@ -86,6 +86,32 @@ export interface LoopsModelDeps {
 }
 
 const COALESCE_MS = 50;
+/** The conflict radar of a group another process drives: how often it is read while one of its loops runs. */
+export const RADAR_RUNNING_MS = 3_000;
+/** …and while none runs (a paused group, or one whose process went away): its files hardly change. */
+export const RADAR_IDLE_MS = 30_000;
+
+/** A group whose loops may be live (features running or paused): the radar has something to read. */
+const isLiveStatus = (status: string) => status === 'running' || status === 'paused';
+
+/**
+ * When the conflict radar of `group` should next be read by this window, or undefined: never.
+ * `last` is the previous reading here (when, and the group's status then); `runningLoop` says
+ * whether one of the group's loops runs now, `drivenHere` whether this window's engine drives
+ * one of them (its service then reads the radar itself). A group seen live is read once more
+ * after it stopped being live, so that its last overlaps go.
+ */
+export function nextRadarReading(
+  group: Pick<FeatureGroupView, 'status'>,
+  state: { last: { at: number; status: string } | undefined; runningLoop: boolean; drivenHere: boolean },
+): number | undefined {
+  const { last } = state;
+  if (!isLiveStatus(group.status)) return last && isLiveStatus(last.status) ? last.at + RADAR_RUNNING_MS : undefined;
+  if (state.drivenHere) return undefined;
+  if (!last) return 0;
+  // A change of status (running → paused) is worth a prompt reading; otherwise the pace of its loops.
+  return last.at + (last.status !== group.status || state.runningLoop ? RADAR_RUNNING_MS : RADAR_IDLE_MS);
+}
 
 export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disposable {
   const changed = new vscode.EventEmitter<void>();
@@ -101,6 +127,17 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let again = false;
+  let disposed = false;
+  /**
+   * The conflict radar of groups another process (the CLI, another window) drives: this window's
+   * service reads only the groups it drives by itself, so the model asks it (`radar(ref)`, which
+   * is read-only) for the others — one reading at a time, at most one per group every few
+   * seconds, none while no group is live. A reading that changed the overlaps fires
+   * `group.overlap`, which re-reads the model.
+   */
+  const radarLast = new Map<string, { at: number; status: string }>();
+  let radarTimer: NodeJS.Timeout | undefined;
+  let radarBusy = false;
 
   const follow = (engine: ForgeEngine) => {
     for (const off of engineSubscriptions) off();
@@ -134,7 +171,58 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
     groupsByKey = new Map(groups.map((g) => [groupKey(g.ref), g]));
     tree = buildExplorerRoot(summaries, groups);
     changed.fire();
+    planRadar();
   };
+
+  /** The groups whose radar this window reads, with when each is due. */
+  const radarDue = (): Array<{ group: FeatureGroupView; at: number }> => {
+    const due: Array<{ group: FeatureGroupView; at: number }> = [];
+    for (const group of groups) {
+      const loops = group.features.flatMap((f) => {
+        const summary = f.loopName ? byKey.get(loopKey({ projectId: group.ref.projectId, name: f.loopName })) : undefined;
+        return summary ? [summary] : [];
+      });
+      const at = nextRadarReading(group, {
+        last: radarLast.get(groupKey(group.ref)),
+        runningLoop: loops.some((l) => l.loop.status === 'running' || l.loop.status === 'starting'),
+        drivenHere: loops.some((l) => l.supervisedHere),
+      });
+      if (at !== undefined) due.push({ group, at });
+    }
+    return due;
+  };
+
+  function planRadar(): void {
+    if (disposed || radarBusy || radarTimer) return;
+    const due = radarDue();
+    if (due.length === 0) return;
+    const wait = Math.max(0, Math.min(...due.map((d) => d.at)) - Date.now());
+    radarTimer = setTimeout(() => {
+      radarTimer = undefined;
+      void readRadars();
+    }, wait);
+  }
+
+  async function readRadars(): Promise<void> {
+    const engine = deps.engine.peek();
+    const service = engine ? groupServiceOf(engine) : undefined;
+    if (!service || disposed) return;
+    radarBusy = true;
+    try {
+      for (const { group } of radarDue().filter((d) => d.at <= Date.now())) {
+        if (disposed) return;
+        try {
+          await service.radar(group.ref);
+        } catch (error) {
+          deps.log.warn(`[groups] the conflict radar of group ${group.ref.id}: ${String(error)}`);
+        }
+        radarLast.set(groupKey(group.ref), { at: Date.now(), status: group.status });
+      }
+    } finally {
+      radarBusy = false;
+      planRadar();
+    }
+  }
 
   const refreshNow = async (): Promise<void> => {
     if (running) {
@@ -189,7 +277,9 @@ export function createLoopsModel(deps: LoopsModelDeps): LoopsModel & vscode.Disp
     refresh: schedule,
     refreshNow,
     dispose() {
+      disposed = true;
       if (timer) clearTimeout(timer);
+      if (radarTimer) clearTimeout(radarTimer);
       for (const off of engineSubscriptions) off();
       for (const s of subscriptions) s.dispose();
       changed.dispose();

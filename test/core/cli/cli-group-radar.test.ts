@@ -2,7 +2,8 @@
  * The conflict radar at the `forge` CLI (built `dist/cli.cjs`, real processes, real opencode,
  * real git, the database file; the embedded scripted model plays splitter, coder and auditor):
  * while a group's loops run, `forge group status` in another process shows the files two live
- * loops changed, and `forge group … --json` prints `group.overlap` lines as they appear. Each
+ * loops changed, and `forge group … --json` prints `group.overlap` lines as they appear, the last
+ * one (read before the process exits) saying none once the loops ended. Each
  * feature's check ("Run: …") holds its loop running until the test opens its gate file.
  */
 import { strict as assert } from 'node:assert';
@@ -103,6 +104,10 @@ describe('forge group: the conflict radar (real CLI processes, real opencode, em
       const overlapEvents = lines.filter((l) => l.type === 'group.overlap');
       assert.ok(overlapEvents.length > 0, group.describe());
       assert.ok(overlapEvents.every((l) => l.overlaps!.every((o) => !o.features.includes('catalog'))), group.describe());
+      // The stream ends with the true state: the process read the radar once more before it
+      // exited, so its last group.overlap says no file overlaps (no loop is live any more).
+      assert.deepEqual(overlapEvents.at(-1)!.overlaps, [], group.describe());
+      assert.ok(overlapEvents.some((l) => l.overlaps!.length > 0), group.describe());
 
       // Ended: no live loops, so no overlap.
       const after = await runner.run(['group', 'status', 'radar', '--json']);
