@@ -11,6 +11,8 @@ import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../s
 import type { FeatureStatus } from '../vocabulary/group-vocabulary';
 import { groupBudgetDecision, groupSpend, hasGroupBudget, loopSpend } from './group-spend';
 import type { GroupEvent, GroupRef } from './group-types';
+import { createMergeQueue, type MergeQueueDeps } from './merge-queue';
+import { mergedGroupOutcome, queuedOnCompletion } from './merge-queue-order';
 import { groupOutcome, schedule } from './scheduler';
 
 export interface GroupRunnerDeps {
@@ -18,6 +20,8 @@ export interface GroupRunnerDeps {
   runtime: LoopRuntime;
   emit(event: GroupEvent): void;
   log: { info(m: string): void; warn(m: string): void };
+  /** The merge queue's git (issue 14 part 4); without it completed features are not merged (unit tests of the scheduling). */
+  worktrees?: MergeQueueDeps['worktrees'];
 }
 
 export interface GroupRunner {
@@ -45,6 +49,9 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
   /** Which group and feature a loop belongs to (loops of driven groups). */
   const loops = new Map<string, { groupId: string; featureId: string }>();
   let disposed = false;
+  const queue = deps.worktrees ? createMergeQueue({ repos, runtime, worktrees: deps.worktrees, emit, log: deps.log }) : null;
+  /** A feature whose loop completed: with a merge queue, it is queued to merge. */
+  const completedPatch = (f: { merge?: GroupFeaturePatch['merge'] }): GroupFeaturePatch => ({ status: 'completed', error: null, ...(queue ? { merge: queuedOnCompletion(f.merge, Date.now()) } : {}) });
 
   const loopNameOf = (groupId: string, featureId: string) => `${groupId}-${featureId}`;
 
@@ -121,7 +128,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
       if (f.status !== 'running' || !f.loopName) continue;
       const loop = repos.loops.get(g.projectId, f.loopName);
       if (!loop || runtime.isSupervising({ projectId: g.projectId, name: f.loopName })) continue;
-      if (loop.status === 'completed') g = setFeature(g, f.id, { status: 'completed', error: null });
+      if (loop.status === 'completed') g = setFeature(g, f.id, completedPatch(f));
       else if (loop.status === 'paused') g = setFeature(g, f.id, { status: 'paused', error: null });
       else if (loop.status === 'errored' || loop.status === 'stalled' || loop.status === 'cancelled') {
         g = setFeature(g, f.id, {
@@ -150,6 +157,8 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         }
       }
     }
+    // The merge queue first: completed features merge one at a time, failed merges go back to coding.
+    if (queue) g = await queue.step(g);
     if (g.status === 'running') {
       const decision = schedule(g.features, g.maxConcurrent);
       for (const b of decision.block) g = setFeature(g, b.id, { status: 'blocked', error: `Blocked: ${b.because}.` });
@@ -158,7 +167,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         g = repos.featureGroups.get(ref.projectId, ref.id)!;
         if (g.status !== 'running' || disposed) return;
       }
-      const outcome = groupOutcome(g.features, g.maxConcurrent);
+      const outcome = queue ? mergedGroupOutcome(g.features, g.maxConcurrent) : groupOutcome(g.features, g.maxConcurrent);
       if (outcome) {
         g = repos.featureGroups.update(g.projectId, g.id, { status: outcome, pauseReason: null });
         emit({ type: 'group.changed', group: ref });
@@ -168,7 +177,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     }
     // Paused or cancelled: the group has ended once none of its loops runs any more.
     if (g.features.some((f) => f.status === 'running')) return;
-    if (g.status === 'paused' && g.features.every((f) => f.status === 'completed')) {
+    if (g.status === 'paused' && g.features.every((f) => f.status === 'completed' && (!queue || f.merge?.state === 'merged'))) {
       g = repos.featureGroups.update(g.projectId, g.id, { status: 'completed', pauseReason: null });
       emit({ type: 'group.changed', group: ref });
     }
@@ -183,8 +192,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     if (e.reason.kind === 'shutdown') return;
     let status: FeatureStatus;
     let error: string | null = null;
-    if (e.status === 'completed') status = 'completed';
-    else if (e.status === 'paused') status = 'paused';
+    if (e.status === 'completed') {
+      setFeature(g, f.id, completedPatch(f));
+      return;
+    }
+    if (e.status === 'paused') status = 'paused';
     else if (g.status === 'cancelled') status = 'cancelled';
     else {
       status = 'failed';

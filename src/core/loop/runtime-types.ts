@@ -56,6 +56,12 @@ export interface RestartLoopOptions {
    * budget restarts only with one that leaves room for the session it stopped before.
    */
   budget?: Partial<LoopBudget>;
+  /**
+   * Reopens a completed loop (only with this): back to a coding phase with this finding,
+   * recorded like a failed check's (source 'check'), so the next coder receives it in full and no
+   * agent can close it; the caller resolves it (by its fingerprint) once the matter is settled.
+   */
+  reopen?: { file: string; description: string; fingerprint: string };
 }
 
 export interface LoopRef {
