@@ -164,8 +164,8 @@ export interface GroupArgs {
   splitterModel: string | null;
   sandbox: boolean | null;
   budget: BudgetArgs | null;
-  /** merge: the user's branch to bring the group's integration branch into (--into). */
-  into: string | null;
+  /** merge: the user's branch to bring the group's integration branch into (--into); absent for the other actions. */
+  into?: string;
 }
 
 /** The actions `forge group ACTION ID` takes; any other first word is a PRD file. */
@@ -451,7 +451,7 @@ function groupOptions(v: Record<string, string | boolean | undefined>, rest: str
     splitterModel,
     sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
     budget: budgetOptions(v),
-    into: typeof v.into === 'string' ? v.into.trim() : null,
+    ...(typeof v.into === 'string' ? { into: v.into.trim() } : {}),
   };
 }
 
