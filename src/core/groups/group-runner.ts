@@ -110,6 +110,8 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         ...(g.loopOptions.sandbox !== undefined ? { sandbox: g.loopOptions.sandbox } : {}),
         // The group's budget governs its loops; a loop of its own has none.
         budget: { money: null, tokens: null, auditorShare: null },
+        // The merge queue brings its work into the integration branch; never into the user's branch (forge.loop.merge).
+        ...(queue ? { merge: 'never' as const } : {}),
       });
     } catch (error) {
       loops.delete(key(g.projectId, loopName));

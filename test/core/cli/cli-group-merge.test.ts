@@ -157,6 +157,59 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
     assert.match(text.stdout, new RegExp(`^ {2}${second}\\s+completed .*merge merged \\([0-9a-f]{12}\\)`, 'm'));
   });
 
+  it('a check that fails on the merged tree sends the loop back to coding with the failure as a finding; after 3 returns its feature fails, its work kept, the integration branch holding only what passed', async () => {
+    const head = (await repo.git('rev-parse', 'HEAD')).trim();
+    // "alone" verifies that no b.txt exists: true on its own branch, false once "intruder" (which writes b.txt) is merged with it.
+    // intruder starts after alone completed, so alone is merged first and intruder is the one whose merge breaks a check.
+    const alone = ['## Feature alone: Alone', '', '### Write a.txt', `${fence}txt file=a.txt`, 'a', fence, 'Verify: `test ! -e b.txt`', ''].join('\n');
+    const intruder = feature('intruder', 'Intruder', 'b.txt', 'b').replace('\n\n', '\nDepends on: alone\n\n');
+    const path = join(work, 'clash.md');
+    await writeFile(path, ['# Clash', '', alone, intruder].join('\n'));
+    const r = await runner.run(['group', path, '--name', 'clash', '--launch', '--max-concurrent', '2', '--json'], { timeoutMs: 800_000 });
+    assert.equal(r.code, 6, `${r.stdout}\n${r.stderr}`);
+    const lines = events(r.stdout);
+    assert.equal(lines.find((l) => l.type === 'group.ended')?.status, 'failed', r.stdout);
+    const merges = lines.filter((l) => l.type === 'group.merge');
+    const merged = merges.filter((m) => m.state === 'merged').map((m) => m.featureId!);
+    assert.deepEqual(merged, ['alone'], r.stdout);
+    const loser = 'intruder';
+    assert.ok(merges.some((m) => m.featureId === loser && m.state === 'check_failed' && /a check failed on the merged tree.*test ! -e b\.txt.* of feature alone exited with code 1/s.test(m.message ?? '')), r.stdout);
+
+    const g = await group('clash');
+    assert.equal(g.status, 'failed');
+    const failed = g.features.find((f) => f.id === loser)!;
+    assert.equal(failed.status, 'failed');
+    assert.deepEqual([failed.merge?.state, failed.merge?.reopened], ['check_failed', 3], `${JSON.stringify(failed)}\n${r.stdout}`);
+    const detail = await runner.run(['group', 'status', 'clash']);
+    assert.match(detail.stdout, new RegExp(`^ {2}${loser}\\s+failed .*merge check_failed.* — Its merge still did not hold after 3 returns to coding: .*Its work is kept on its loop branch\\.$`, 'm'));
+
+    // The failure reached the reopened coder as a finding (recorded like a check's; it stays open, the merge never held).
+    const findings = await runner.run(['findings', `clash-${loser}`, '--json']);
+    const finding = findings.stdout
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l) as { description: string; source: string; status: string; recurrenceCount: number })
+      .find((f) => f.description.startsWith('A verification check failed on the combined tree'));
+    assert.ok(finding, findings.stdout);
+    assert.equal(finding.source, 'check');
+    assert.equal(finding.status, 'open');
+    assert.equal(finding.recurrenceCount, 3);
+    assert.match(finding.description, /test ! -e b\.txt/);
+
+    // Only what passed is integrated; nothing is lost: the failed feature's work is on its loop branch.
+    const integrated = (await repo.git('ls-tree', '--name-only', 'forge/group/clash')).split('\n');
+    assert.ok(integrated.includes('a.txt'), integrated.join(' '));
+    assert.ok(!integrated.includes('b.txt'), integrated.join(' '));
+    assert.equal(await repo.git('show', 'forge/clash-intruder:b.txt'), 'b\n');
+    assert.equal((await repo.git('status', '--porcelain')).trim(), '');
+    assert.equal((await repo.git('rev-parse', 'HEAD')).trim(), head);
+
+    // A group that did not complete is not merged into a branch of the user's.
+    const refused = await runner.run(['group', 'merge', 'clash', '--into', 'main']);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /Group "clash" is failed: forge\/group\/clash holds 1 of its 2 features\..*nothing was changed/);
+  });
+
   it('forge group merge --into: a target branch that moved is refused with a clear message and nothing changes; one that did not is fast-forwarded', async () => {
     // The user commits on main after the group started: main moved.
     await writeFile(join(repo.dir, 'mine.txt'), 'my own work\n');
