@@ -12,7 +12,8 @@ import type { FeatureStatus } from '../vocabulary/group-vocabulary';
 import { groupBudgetDecision, groupSpend, hasGroupBudget, loopSpend } from './group-spend';
 import type { GroupEvent, GroupRef } from './group-types';
 import { createMergeQueue, type MergeQueueDeps } from './merge-queue';
-import { mergedGroupOutcome, queuedOnCompletion } from './merge-queue-order';
+import { integrationBranchOf } from '../workspace/merge-integration';
+import { dependenciesMerged, mergedGroupOutcome, queuedOnCompletion } from './merge-queue-order';
 import { groupOutcome, schedule } from './scheduler';
 
 export interface GroupRunnerDeps {
@@ -112,6 +113,8 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         budget: { money: null, tokens: null, auditorShare: null },
         // The merge queue brings its work into the integration branch; never into the user's branch (forge.loop.merge).
         ...(queue ? { merge: 'never' as const } : {}),
+        // A dependent builds on its dependencies' work: it starts from the integration branch, which holds them merged.
+        ...(queue && f.dependsOn.length > 0 ? { baseCommit: integrationBranchOf(g.id) } : {}),
       });
     } catch (error) {
       loops.delete(key(g.projectId, loopName));
@@ -163,6 +166,9 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     if (queue) g = await queue.step(g);
     if (g.status === 'running') {
       const decision = schedule(g.features, g.maxConcurrent);
+      // With a merge queue a dependency counts once it is merged (then the integration branch the dependent starts from holds it).
+      const features = g.features;
+      if (queue) decision.start = decision.start.filter((id) => dependenciesMerged(features, id));
       for (const b of decision.block) g = setFeature(g, b.id, { status: 'blocked', error: `Blocked: ${b.because}.` });
       for (const id of decision.start) {
         await startFeature(g, id);

@@ -26,6 +26,12 @@ export type MergeAttempt =
 
 const ACTIVE: readonly FeatureStatus[] = ['running', 'paused'];
 
+/** Whether every feature `id` depends on is merged into the integration branch (what a dependent starts from). */
+export function dependenciesMerged(features: readonly QueueFeature[], id: string): boolean {
+  const f = features.find((x) => x.id === id);
+  return !!f && f.dependsOn.every((d) => features.find((x) => x.id === d)?.merge?.state === 'merged');
+}
+
 /** A feature's merge state once its loop completed (again): queued, unless it is in already. */
 export function queuedOnCompletion(previous: FeatureMerge | null | undefined, now: number): FeatureMerge {
   if (previous?.state === 'merged') return previous;

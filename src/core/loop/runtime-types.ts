@@ -35,6 +35,8 @@ export interface StartLoopRequest {
   variant?: string;
   sandbox?: boolean;
   merge?: MergeMode;
+  /** Start from this commit (or branch, resolved at start) instead of the repository's HEAD: a group's dependent feature starts from its integration branch. */
+  baseCommit?: string;
   /**
    * The cost governor's budget; fields left out come from the `forge.budget.*` settings (where
    * 0 means none). `null` in a field: no limit of that kind, whatever the settings say.

@@ -402,7 +402,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
     if (row.name !== desired) notices.splice(nameNotices.length, 0, `The name "${desired}" is taken (by an earlier loop or its worktree folder), so this loop is named "${row.name}".`);
     try {
-      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project });
+      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project, ...(request.baseCommit ? { baseCommit: request.baseCommit } : {}) });
       deps.db.transaction((tx) => {
         const r = createForgeRepositories(tx);
         r.loops.update(ref.projectId, ref.name, {

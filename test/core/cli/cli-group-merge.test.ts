@@ -160,7 +160,7 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
   it('a check that fails on the merged tree sends the loop back to coding with the failure as a finding; after 3 returns its feature fails, its work kept, the integration branch holding only what passed', async () => {
     const head = (await repo.git('rev-parse', 'HEAD')).trim();
     // "alone" verifies that no b.txt exists: true on its own branch, false once "intruder" (which writes b.txt) is merged with it.
-    // intruder starts after alone completed, so alone is merged first and intruder is the one whose merge breaks a check.
+    // intruder starts after alone merged (from the integration branch), so intruder is the one whose merge breaks a check.
     const alone = ['## Feature alone: Alone', '', '### Write a.txt', `${fence}txt file=a.txt`, 'a', fence, 'Verify: `test ! -e b.txt`', ''].join('\n');
     const intruder = feature('intruder', 'Intruder', 'b.txt', 'b').replace('\n\n', '\nDepends on: alone\n\n');
     const path = join(work, 'clash.md');
@@ -201,6 +201,11 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
     assert.ok(integrated.includes('a.txt'), integrated.join(' '));
     assert.ok(!integrated.includes('b.txt'), integrated.join(' '));
     assert.equal(await repo.git('show', 'forge/clash-intruder:b.txt'), 'b\n');
+    // The dependent started from the integration branch, which held its dependency merged: the merge commit of
+    // alone is on the first-parent line of intruder's branch (had it started from HEAD, it would be reachable only
+    // through the merge Forge made in its worktree when it went back to coding).
+    const aloneMerge = merges.find((m) => m.featureId === 'alone' && m.state === 'merged')!.commit!;
+    assert.ok((await repo.git('rev-list', '--first-parent', 'forge/clash-intruder')).split('\n').includes(aloneMerge), 'intruder started from forge/group/clash');
     assert.equal((await repo.git('status', '--porcelain')).trim(), '');
     assert.equal((await repo.git('rev-parse', 'HEAD')).trim(), head);
 

@@ -7,6 +7,7 @@
 import { strict as assert } from 'node:assert';
 import {
   afterMergeAttempt,
+  dependenciesMerged,
   checkFailedFinding,
   conflictFinding,
   isQueued,
@@ -127,6 +128,18 @@ describe('merge queue decisions', () => {
         }
       }
     }
+  });
+
+  it('a dependent may start only once every dependency is merged, for every status and merge state of the dependency', () => {
+    for (const status of FEATURE_STATUSES) {
+      for (const m of MERGES) {
+        const features = [f('a', status, m), f('b', 'pending', null, ['a']), f('c', 'pending')];
+        assert.equal(dependenciesMerged(features, 'b'), m?.state === 'merged', `${status} ${JSON.stringify(m)}`);
+        assert.equal(dependenciesMerged(features, 'c'), true);
+      }
+    }
+    assert.equal(dependenciesMerged([f('b', 'pending', null, ['gone'])], 'b'), false);
+    assert.equal(dependenciesMerged([], 'nobody'), false);
   });
 
   it('a reopened feature counts the return and waits no more', () => {
