@@ -507,6 +507,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       const problem = budgetProblem(options.budget);
       if (problem) throw new LoopRuntimeError('bad_request', problem);
     }
+    if (options.reopen && loop.status !== 'completed') {
+      throw new LoopRuntimeError('bad_request', `Loop "${ref.name}" is ${loop.status}; only a completed loop can be reopened with a finding.`);
+    }
     if (loop.status === 'completed' && !options.reopen) {
       throw new LoopRuntimeError('completed', `Loop "${ref.name}" completed; completed loops are history. Start a new loop to continue the work.`);
     }
