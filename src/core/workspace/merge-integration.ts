@@ -109,8 +109,14 @@ export function createIntegrationMerges(ctx: MergeContext) {
     }
     const conflicts = (await git.ok(worktreeDir, ['diff', '--name-only', '--diff-filter=U', '-z'])).split('\0').filter(Boolean);
     if (conflicts.length === 0) {
+      if (inProgress) {
+        // A merge left in progress with nothing unmerged (its resolution staged but never committed): complete it.
+        const done = await git.run(worktreeDir, ['commit', '--no-edit'], { config });
+        if (done.exitCode === 0) return { kind: 'merged', commit: firstLine(await git.ok(worktreeDir, ['rev-parse', 'HEAD'])) };
+        return { kind: 'failed', message: `a merge is in progress in ${worktreeDir} and git could not complete it: ${(done.stderr.trim() || done.stdout.trim()).replace(/\s+/g, ' ')}` };
+      }
       // Not a conflict (an untracked file in the way, say): leave the worktree as it was.
-      if (!inProgress) await git.run(worktreeDir, ['merge', '--abort']);
+      await git.run(worktreeDir, ['merge', '--abort']);
       return { kind: 'failed', message: `git could not merge ${integration} into ${worktreeDir}.` };
     }
     const files: ConflictedFile[] = [];

@@ -388,7 +388,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     if (added.trim() === '') {
       // Nothing new from the working tree; an agent may still have staged something itself.
       // (--dry-run answers by exit code and always prints a status: never silent, see above.)
-      const dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
+      let dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
+      // A merge in progress (the agent staged its resolution itself): git asks about the whole merge.
+      if (dryRun.exitCode !== 0 && /partial commit during a merge/.test(dryRun.stderr)) dryRun = await git.run(worktreeDir, ['commit', '--dry-run']);
       if (dryRun.exitCode !== 0) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
