@@ -74,7 +74,8 @@ export function formatGroupDetail(v: FeatureGroupView): string {
 export function formatGroupList(views: readonly FeatureGroupView[], json: boolean): string[] {
   if (json) return views.map((v) => JSON.stringify(groupJson(v)));
   if (views.length === 0) return [];
-  const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed`;
+  const merged = (v: FeatureGroupView) => v.features.filter((f) => f.merge?.state === 'merged').length;
+  const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed${v.status === 'review' ? '' : `, ${merged(v)} merged`}`;
   return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}`)];
 }
 

@@ -60,6 +60,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     const row = repos.featureGroups.updateFeature(g.projectId, g.id, featureId, patch);
     const f = row.features.find((x) => x.id === featureId)!;
     emit({ type: 'group.feature', group: { projectId: g.projectId, id: g.id }, featureId, status: f.status, loopName: f.loopName });
+    // Queued to merge (its loop completed): the merge queue's first state, as an event of its own.
+    if (patch.merge) {
+      const m = patch.merge;
+      emit({ type: 'group.merge', group: { projectId: g.projectId, id: g.id }, featureId, loopName: f.loopName, state: m.state, message: m.message, commit: m.commit, reopened: m.reopened, awaitingReopen: m.awaitingReopen });
+    }
     return row;
   }
 

@@ -155,6 +155,16 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
     const text = await runner.run(['group', 'status', 'mshop']);
     assert.match(text.stdout, /integration branch: forge\/group\/mshop/);
     assert.match(text.stdout, new RegExp(`^ {2}${second}\\s+completed .*merge merged \\([0-9a-f]{12}\\)`, 'm'));
+    const list = await runner.run(['status']);
+    assert.match(list.stdout, /^mshop\s+completed\s+3\/3 completed, 3 merged/m);
+    // Every feature was queued before it merged, and the conflicted one again after its return to coding.
+    for (const id of ['catalog', 'notes', 'search']) {
+      const states = merges.filter((m) => m.featureId === id).map((m) => m.state);
+      assert.equal(states[0], 'queued', `${id}: ${states.join(' ')}`);
+      assert.equal(states[states.length - 1], 'merged', `${id}: ${states.join(' ')}`);
+    }
+    const secondStates = merges.filter((m) => m.featureId === second).map((m) => m.state);
+    assert.ok(secondStates.indexOf('queued', secondStates.indexOf('conflict')) > 0, secondStates.join(' '));
   });
 
   it('a check that fails on the merged tree sends the loop back to coding with the failure as a finding; after 3 returns its feature fails, its work kept, the integration branch holding only what passed', async () => {
