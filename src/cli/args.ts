@@ -29,6 +29,9 @@ export const USAGE = `Usage:
                                      a budget above what its loops spent)
   forge group status [ID] [--json]   list feature groups, or show one
   forge group cancel ID              cancel a group and its running loops
+  forge group merge ID --into BRANCH fast-forward BRANCH to a completed group's
+                                     integration branch forge/group/ID (refused
+                                     when BRANCH moved or its checkout is dirty)
   forge status [NAME]    [--json]    list loops (and feature groups), or show one
   forge findings NAME    [--json]    list a loop's review findings
   forge cancel NAME                  cancel a running loop
@@ -147,7 +150,7 @@ export type CliCommand =
 
 /** `forge group …` (feature groups): a split of a PRD, or an action on a group by id. */
 export interface GroupArgs {
-  action: 'split' | 'launch' | 'resume' | 'status' | 'cancel';
+  action: 'split' | 'launch' | 'resume' | 'status' | 'cancel' | 'merge';
   /** split: the PRD file; the others: the group id (status: null lists them all). */
   target: string | null;
   /** split: the group id (--name). */
@@ -161,10 +164,12 @@ export interface GroupArgs {
   splitterModel: string | null;
   sandbox: boolean | null;
   budget: BudgetArgs | null;
+  /** merge: the user's branch to bring the group's integration branch into (--into); absent for the other actions. */
+  into?: string;
 }
 
 /** The actions `forge group ACTION ID` takes; any other first word is a PRD file. */
-export const GROUP_ACTIONS = ['launch', 'resume', 'status', 'cancel'] as const;
+export const GROUP_ACTIONS = ['launch', 'resume', 'status', 'cancel', 'merge'] as const;
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -178,6 +183,7 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   repo: 'the folder of a git repository',
   name: 'a loop name',
   'max-iterations': 'a whole number ≥ 0 (0 = unlimited)',
+  into: 'a BRANCH',
   model: 'a PROVIDER/MODEL',
   'auditor-model': 'a PROVIDER/MODEL',
   variant: 'a variant name such as high',
@@ -265,6 +271,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         'max-concurrent': { type: 'string' },
         launch: { type: 'boolean' },
         'splitter-model': { type: 'string' },
+        into: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -280,7 +287,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
     if (rest.length !== 1 || !rest[0]) throw new UsageError(`forge ${command} takes exactly one ${what}.`);
     return rest[0];
   };
-  for (const k of ['max-concurrent', 'launch', 'splitter-model'] as const) {
+  for (const k of ['max-concurrent', 'launch', 'splitter-model', 'into'] as const) {
     if (command !== 'group' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge group only.`);
   }
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
@@ -402,6 +409,9 @@ function groupOptions(v: Record<string, string | boolean | undefined>, rest: str
   const action: GroupArgs['action'] = first !== undefined && (GROUP_ACTIONS as readonly string[]).includes(first) ? (first as GroupArgs['action']) : 'split';
   const args = action === 'split' ? rest : rest.slice(1);
   if (action === 'split' && args.length !== 1) throw new UsageError('forge group takes exactly one PRD file (or an action: forge group launch|resume|status|cancel ID).');
+  if (action === 'merge' && (args.length !== 1 || typeof v.into !== 'string' || !v.into.trim())) {
+    throw new UsageError('forge group merge takes one group id and the branch to merge into: forge group merge ID --into BRANCH.');
+  }
   if ((action === 'launch' || action === 'resume' || action === 'cancel') && args.length !== 1) throw new UsageError(`forge group ${action} takes exactly one group id.`);
   if (action === 'status' && args.length > 1) throw new UsageError('forge group status takes at most one group id.');
   const allowed: Record<GroupArgs['action'], readonly string[]> = {
@@ -410,8 +420,9 @@ function groupOptions(v: Record<string, string | boolean | undefined>, rest: str
     resume: ['max-concurrent', 'budget', 'budget-tokens'],
     status: [],
     cancel: [],
+    merge: ['into'],
   };
-  const groupKeys = ['name', 'max-concurrent', 'launch', 'budget', 'budget-tokens', 'model', 'auditor-model', 'splitter-model', 'sandbox', 'no-sandbox', 'max-iterations', 'merge', 'dry-run', 'variant', 'budget-auditor-share', 'check', 'exists', 'contains', 'matches', 'out', 'continue', 'force', 'follow'];
+  const groupKeys = ['name', 'max-concurrent', 'launch', 'budget', 'budget-tokens', 'model', 'auditor-model', 'splitter-model', 'sandbox', 'no-sandbox', 'max-iterations', 'merge', 'dry-run', 'variant', 'budget-auditor-share', 'check', 'exists', 'contains', 'matches', 'out', 'continue', 'force', 'follow', 'into'];
   for (const k of groupKeys) {
     if (v[k] === undefined || allowed[action].includes(k)) continue;
     const where = action === 'split' ? 'forge group PRD.md' : `forge group ${action}`;
@@ -440,6 +451,7 @@ function groupOptions(v: Record<string, string | boolean | undefined>, rest: str
     splitterModel,
     sandbox: v.sandbox === true ? true : v['no-sandbox'] === true ? false : null,
     budget: budgetOptions(v),
+    ...(typeof v.into === 'string' ? { into: v.into.trim() } : {}),
   };
 }
 

@@ -9,6 +9,8 @@ import type { FeatureGroupView, GroupBudget, GroupEvent, GroupRef, LaunchGroupOp
 import type { FileOverlap } from '../core/groups/overlap';
 import { EXIT, UsageError, type CliCommand, type GroupArgs } from './args';
 import { readInputFile } from './read-input';
+import { integrationBranchOf } from '../core/workspace/merge-integration';
+import { mergeGroupInto } from '../core/groups/merge-queue';
 
 type GroupCommand = Extract<CliCommand, { command: 'group' }>;
 
@@ -39,7 +41,8 @@ export function groupJson(v: FeatureGroupView): Record<string, unknown> {
     spend: v.spend,
     budgetWarned: v.budgetWarned,
     reviewDir: v.reviewDir,
-    features: v.features.map((f) => ({ id: f.id, title: f.title, dependsOn: f.dependsOn, status: f.status, loop: f.loopName, planPath: f.planPath, error: f.error })),
+    features: v.features.map((f) => ({ id: f.id, title: f.title, dependsOn: f.dependsOn, status: f.status, loop: f.loopName, planPath: f.planPath, error: f.error, merge: f.merge ?? null })),
+    integrationBranch: integrationBranchOf(v.ref.id),
     createdAt: v.createdAt,
     updatedAt: v.updatedAt,
     overlaps: v.overlaps,
@@ -53,7 +56,14 @@ export function overlapLine(o: FileOverlap): string {
 
 function featureLine(f: FeatureGroupView['features'][number]): string {
   const after = f.dependsOn.length > 0 ? `after ${f.dependsOn.join(', ')}` : 'no dependencies';
-  return `  ${f.id.padEnd(16)} ${f.status.padEnd(9)} ${f.title} (${after})${f.loopName ? `  loop ${f.loopName}` : ''}${f.error ? ` — ${f.error}` : ''}`;
+  return `  ${f.id.padEnd(16)} ${f.status.padEnd(9)} ${f.title} (${after})${f.loopName ? `  loop ${f.loopName}` : ''}${f.merge ? `  merge ${describeMerge(f.merge)}` : ''}${f.error ? ` — ${f.error}` : ''}`;
+}
+
+/** `merged (3f2a…)`, `queued`, `conflict, back to coding (1)`, `check_failed, waiting for a slot`. */
+function describeMerge(m: NonNullable<FeatureGroupView['features'][number]['merge']>): string {
+  if (m.state === 'merged') return `merged${m.commit ? ` (${m.commit.slice(0, 12)})` : ''}`;
+  if (m.state === 'queued') return m.reopened > 0 ? `queued (after ${m.reopened} return${m.reopened === 1 ? '' : 's'} to coding)` : 'queued';
+  return `${m.state}, ${m.awaitingReopen ? 'waiting for a slot to go back to coding' : `back to coding (${m.reopened})`}`;
 }
 
 export function formatGroupDetail(v: FeatureGroupView): string {
@@ -62,6 +72,7 @@ export function formatGroupDetail(v: FeatureGroupView): string {
     `group ${v.ref.id}: ${v.status}${paused} — "${v.title}" from ${v.source}`,
     `  at most ${v.maxConcurrent} loop${v.maxConcurrent === 1 ? '' : 's'} at once; budget ${describeGroupBudget(v.budget)}; spent ${describeSpend(v)}`,
     `  plans: ${v.reviewDir}`,
+    `  integration branch: ${integrationBranchOf(v.ref.id)}`,
     ...v.features.map(featureLine),
     ...v.overlaps.map((o) => `  ${overlapLine(o)}`),
   ].join('\n');
@@ -78,7 +89,8 @@ export async function groupsWithRadar(engine: ForgeEngine, projectId: string): P
 export function formatGroupList(views: readonly FeatureGroupView[], json: boolean): string[] {
   if (json) return views.map((v) => JSON.stringify(groupJson(v)));
   if (views.length === 0) return [];
-  const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed`;
+  const merged = (v: FeatureGroupView) => v.features.filter((f) => f.merge?.state === 'merged').length;
+  const counts = (v: FeatureGroupView) => `${v.features.filter((f) => f.status === 'completed').length}/${v.features.length} completed${v.status === 'review' ? '' : `, ${merged(v)} merged`}`;
   return ['', 'Feature groups:', ...views.map((v) => `${v.ref.id.padEnd(24)} ${v.status.padEnd(9)} ${counts(v)}  spent ${describeSpend(v)}${v.pauseReason ? `  (${v.pauseReason})` : ''}${v.overlaps.length > 0 ? `  overlap: ${v.overlaps.map((o) => o.file).join(', ')}` : ''}`)];
 }
 
@@ -95,6 +107,8 @@ function formatGroupEvent(e: GroupEvent, json: boolean): string | null {
       return `[group ${e.group.id}] ended: ${e.status}${e.pauseReason ? ` (${e.pauseReason})` : ''}`;
     case 'group.overlap':
       return e.overlaps.length === 0 ? `[group ${e.group.id}] no overlapping files between its live loops` : e.overlaps.map((o) => `[group ${e.group.id}] ${overlapLine(o)}`).join('\n');
+    case 'group.merge':
+      return `[group ${e.group.id}] merge ${e.featureId}: ${e.state}${e.awaitingReopen ? ' (back to coding when a slot is free)' : ''}${e.message ? ` — ${e.message.split('\n')[0]}` : ''}`;
   }
 }
 
@@ -181,6 +195,14 @@ export async function runGroupCommand(engine: ForgeEngine, cmd: GroupCommand, io
     case 'cancel': {
       const v = await engine.groups.cancel(ref(cmd.target!));
       io.out(cmd.json ? JSON.stringify(groupJson(v)) : `Group "${v.ref.id}": cancelled (worktrees and branches of its loops are kept).`);
+      return EXIT.completed;
+    }
+    case 'merge': {
+      const g = engine.repos.featureGroups.get(projectId, cmd.target!);
+      if (!g) throw new UsageError(`No feature group "${cmd.target}" in this repository. "forge group status" lists them.`);
+      const result = await mergeGroupInto(engine.worktrees, g, cmd.into!);
+      if (result.kind === 'refused') throw new UsageError(result.message);
+      io.out(cmd.json ? JSON.stringify({ group: g.id, into: cmd.into, result: result.kind, commit: result.commit ?? null, message: result.message }) : result.message);
       return EXIT.completed;
     }
     case 'launch':

@@ -402,6 +402,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     dataDir,
     repos,
     runtime,
+    worktrees,
     settings: options.settings,
     // Unlike the architect, the splitter may run on the embedded model: it splits PRDs that spell
     // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.

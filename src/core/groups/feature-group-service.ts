@@ -16,7 +16,10 @@ import type { FeaturesWriteArgs } from '../opencode/forge-tools';
 import { ReadOnlyTurnError, runReadOnlyTurn, type ReadOnlyTurnDeps } from '../plan-draft/read-only-turn';
 import type { FeatureGroupRow, ForgeRepositories, GroupFeature } from '../storage/repositories';
 import { checkCap, checkFeatureSplit, defaultGroupId, describeSplitProblems, groupIdProblem, planErrors, reviewFileName, splitError, type SplitFeature, type SplitProblem } from './feature-split';
+import { integrationBranchOf } from '../workspace/merge-integration';
 import { createGroupRunner } from './group-runner';
+import type { MergeQueueDeps } from './merge-queue';
+import { queuedOnCompletion } from './merge-queue-order';
 import { groupSpend, noBudgetRoom } from './group-spend';
 import { GroupError, type FeatureGroupService, type FeatureGroupView, type GroupBudget, type GroupEvent, type GroupRef, type LaunchGroupOptions } from './group-types';
 import { buildSplitterPrompt, splitterSessionTitle } from './splitter-prompt';
@@ -41,6 +44,8 @@ export interface FeatureGroupServiceDeps extends ReadOnlyTurnDeps {
   settings(): ForgeSettings;
   /** The splitter's model: the requested one, else the configured one, else the embedded model; null: opencode's default. */
   resolveSplitterModel(requested: string | null): Promise<string | null>;
+  /** The merge queue's git: the integration branch `forge/group/<id>` and the merges into it (absent: no merge queue). */
+  worktrees?: MergeQueueDeps['worktrees'];
 }
 
 export interface FeatureGroupServiceHandle extends FeatureGroupService {
@@ -66,7 +71,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       }
     }
   };
-  const runner = createGroupRunner({ repos, runtime, emit, log: deps.log });
+  const runner = createGroupRunner({ repos, runtime, emit, log: deps.log, ...(deps.worktrees ? { worktrees: deps.worktrees } : {}) });
   /** The conflict radar: its last reading per group, and one reading at a time per group. */
   const radarGit = createReadOnlyGitRunner();
   const overlapsRead = new Map<string, FileOverlap[]>();
@@ -75,6 +80,17 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   const loopGroups = new Map<string, GroupRef>();
   let radarStopped = false;
   let radarPoll: ReturnType<typeof setInterval> | undefined;
+
+  /**
+   * The group's integration branch, `forge/group/<id>`, made (when it does not exist yet) at the
+   * commit the repository's HEAD is at now: where the group starts from. The merge queue is the
+   * only writer; the user's branches are never moved.
+   */
+  async function ensureIntegrationBranch(g: FeatureGroupRow): Promise<void> {
+    if (!deps.worktrees) return;
+    const { headCommit } = await runtime.projectOf(g.repoDir);
+    await deps.worktrees.integration.ensureIntegrationBranch(g.repoDir, g.id, headCommit);
+  }
   const splits = new Map<string, { groupId: string; last: SplitAttempt | null }>();
   const endWaiters = new Map<string, Array<(view: FeatureGroupView) => void>>();
   const key = (ref: GroupRef) => `${ref.projectId}\u0000${ref.id}`;
@@ -133,6 +149,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
         status: f.status,
         loopName: f.loopName,
         error: f.error,
+        merge: f.merge ? { state: f.merge.state, message: f.merge.message, commit: f.merge.commit, reopened: f.merge.reopened, awaitingReopen: f.merge.awaitingReopen } : null,
       })),
       reviewDir: g.reviewDir,
       createdAt: g.createdAt,
@@ -355,6 +372,11 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       if (errors.length > 0) throw new GroupError(`${errors.join(' ')} The group stays in review; fix the file and launch again.`, 'bad_plan');
       features.push({ ...f, plan });
     }
+    try {
+      await ensureIntegrationBranch(g);
+    } catch (error) {
+      throw new GroupError(`Forge could not create the group's integration branch ${integrationBranchOf(g.id)}: ${(error as Error).message} The group stays in review.`, 'bad_state');
+    }
     repos.featureGroups.update(ref.projectId, ref.id, { status: 'running', features, maxConcurrent, budgetMoney: budget.money, budgetTokens: budget.tokens, pauseReason: null });
     emit({ type: 'group.changed', group: ref });
     await runner.drive(ref);
@@ -376,6 +398,8 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
     const spend = groupSpend(repos, ref.projectId, g.features.flatMap((f) => (f.loopName ? [f.loopName] : [])));
     const room = noBudgetRoom(ref.id, budget, spend);
     if (room) throw new GroupError(room, 'no_budget_room');
+    // A group launched before the merge queue existed gets its integration branch now.
+    await ensureIntegrationBranch(g);
     const budgetChanged = budget.money !== g.budgetMoney || budget.tokens !== g.budgetTokens;
     repos.featureGroups.update(ref.projectId, ref.id, {
       status: 'running',
@@ -398,7 +422,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
         continue;
       }
       if (loop.status === 'completed') {
-        repos.featureGroups.updateFeature(ref.projectId, ref.id, f.id, { status: 'completed' });
+        repos.featureGroups.updateFeature(ref.projectId, ref.id, f.id, { status: 'completed', ...(deps.worktrees ? { merge: queuedOnCompletion(f.merge, Date.now()) } : {}) });
         continue;
       }
       try {

@@ -11,6 +11,9 @@ import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../s
 import type { FeatureStatus } from '../vocabulary/group-vocabulary';
 import { groupBudgetDecision, groupSpend, hasGroupBudget, loopSpend } from './group-spend';
 import type { GroupEvent, GroupRef } from './group-types';
+import { createMergeQueue, type MergeQueueDeps } from './merge-queue';
+import { integrationBranchOf } from '../workspace/merge-integration';
+import { dependenciesMerged, mergedGroupOutcome, queuedOnCompletion } from './merge-queue-order';
 import { groupOutcome, schedule } from './scheduler';
 
 export interface GroupRunnerDeps {
@@ -18,6 +21,8 @@ export interface GroupRunnerDeps {
   runtime: LoopRuntime;
   emit(event: GroupEvent): void;
   log: { info(m: string): void; warn(m: string): void };
+  /** The merge queue's git (issue 14 part 4); without it completed features are not merged (unit tests of the scheduling). */
+  worktrees?: MergeQueueDeps['worktrees'];
 }
 
 export interface GroupRunner {
@@ -45,6 +50,9 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
   /** Which group and feature a loop belongs to (loops of driven groups). */
   const loops = new Map<string, { groupId: string; featureId: string }>();
   let disposed = false;
+  const queue = deps.worktrees ? createMergeQueue({ repos, runtime, worktrees: deps.worktrees, emit, log: deps.log }) : null;
+  /** A feature whose loop completed: with a merge queue, it is queued to merge. */
+  const completedPatch = (f: { merge?: GroupFeaturePatch['merge'] }): GroupFeaturePatch => ({ status: 'completed', error: null, ...(queue ? { merge: queuedOnCompletion(f.merge, Date.now()) } : {}) });
 
   const loopNameOf = (groupId: string, featureId: string) => `${groupId}-${featureId}`;
 
@@ -52,6 +60,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     const row = repos.featureGroups.updateFeature(g.projectId, g.id, featureId, patch);
     const f = row.features.find((x) => x.id === featureId)!;
     emit({ type: 'group.feature', group: { projectId: g.projectId, id: g.id }, featureId, status: f.status, loopName: f.loopName });
+    // Queued to merge (its loop completed): the merge queue's first state, as an event of its own.
+    if (patch.merge) {
+      const m = patch.merge;
+      emit({ type: 'group.merge', group: { projectId: g.projectId, id: g.id }, featureId, loopName: f.loopName, state: m.state, message: m.message, commit: m.commit, reopened: m.reopened, awaitingReopen: m.awaitingReopen });
+    }
     return row;
   }
 
@@ -103,6 +116,10 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         ...(g.loopOptions.sandbox !== undefined ? { sandbox: g.loopOptions.sandbox } : {}),
         // The group's budget governs its loops; a loop of its own has none.
         budget: { money: null, tokens: null, auditorShare: null },
+        // The merge queue brings its work into the integration branch; never into the user's branch (forge.loop.merge).
+        ...(queue ? { merge: 'never' as const } : {}),
+        // A dependent builds on its dependencies' work: it starts from the integration branch, which holds them merged.
+        ...(queue && f.dependsOn.length > 0 ? { baseCommit: integrationBranchOf(g.id) } : {}),
       });
     } catch (error) {
       loops.delete(key(g.projectId, loopName));
@@ -121,7 +138,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
       if (f.status !== 'running' || !f.loopName) continue;
       const loop = repos.loops.get(g.projectId, f.loopName);
       if (!loop || runtime.isSupervising({ projectId: g.projectId, name: f.loopName })) continue;
-      if (loop.status === 'completed') g = setFeature(g, f.id, { status: 'completed', error: null });
+      if (loop.status === 'completed') g = setFeature(g, f.id, completedPatch(f));
       else if (loop.status === 'paused') g = setFeature(g, f.id, { status: 'paused', error: null });
       else if (loop.status === 'errored' || loop.status === 'stalled' || loop.status === 'cancelled') {
         g = setFeature(g, f.id, {
@@ -150,15 +167,20 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
         }
       }
     }
+    // The merge queue first: completed features merge one at a time, failed merges go back to coding.
+    if (queue) g = await queue.step(g);
     if (g.status === 'running') {
       const decision = schedule(g.features, g.maxConcurrent);
+      // With a merge queue a dependency counts once it is merged (then the integration branch the dependent starts from holds it).
+      const features = g.features;
+      if (queue) decision.start = decision.start.filter((id) => dependenciesMerged(features, id));
       for (const b of decision.block) g = setFeature(g, b.id, { status: 'blocked', error: `Blocked: ${b.because}.` });
       for (const id of decision.start) {
         await startFeature(g, id);
         g = repos.featureGroups.get(ref.projectId, ref.id)!;
         if (g.status !== 'running' || disposed) return;
       }
-      const outcome = groupOutcome(g.features, g.maxConcurrent);
+      const outcome = queue ? mergedGroupOutcome(g.features, g.maxConcurrent) : groupOutcome(g.features, g.maxConcurrent);
       if (outcome) {
         g = repos.featureGroups.update(g.projectId, g.id, { status: outcome, pauseReason: null });
         emit({ type: 'group.changed', group: ref });
@@ -168,7 +190,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     }
     // Paused or cancelled: the group has ended once none of its loops runs any more.
     if (g.features.some((f) => f.status === 'running')) return;
-    if (g.status === 'paused' && g.features.every((f) => f.status === 'completed')) {
+    if (g.status === 'paused' && g.features.every((f) => f.status === 'completed' && (!queue || f.merge?.state === 'merged'))) {
       g = repos.featureGroups.update(g.projectId, g.id, { status: 'completed', pauseReason: null });
       emit({ type: 'group.changed', group: ref });
     }
@@ -183,8 +205,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     if (e.reason.kind === 'shutdown') return;
     let status: FeatureStatus;
     let error: string | null = null;
-    if (e.status === 'completed') status = 'completed';
-    else if (e.status === 'paused') status = 'paused';
+    if (e.status === 'completed') {
+      setFeature(g, f.id, completedPatch(f));
+      return;
+    }
+    if (e.status === 'paused') status = 'paused';
     else if (g.status === 'cancelled') status = 'cancelled';
     else {
       status = 'failed';

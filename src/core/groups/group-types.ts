@@ -4,7 +4,7 @@
  * nodes, the dashboard's Group part) call and listen to. The engine builds the service; the
  * surfaces never reach into the scheduler or storage for groups.
  */
-import type { FeatureGroupStatus, FeatureStatus, GroupPauseReason } from '../vocabulary/group-vocabulary';
+import type { FeatureGroupStatus, FeatureMergeState, FeatureStatus, GroupPauseReason } from '../vocabulary/group-vocabulary';
 import type { FileOverlap } from './overlap';
 
 export interface GroupRef {
@@ -40,6 +40,20 @@ export interface GroupFeatureView {
   loopName: string | null;
   /** Why it failed or is blocked, in a sentence. */
   error: string | null;
+  /** Its place in the merge queue into the group's integration branch `forge/group/<id>`; null until its loop completes. */
+  merge?: GroupFeatureMergeView | null;
+}
+
+export interface GroupFeatureMergeView {
+  state: FeatureMergeState;
+  /** What happened, in a sentence (the conflicted files, the check that failed on the merged tree). */
+  message: string | null;
+  /** The integration branch's commit that merged it. */
+  commit: string | null;
+  /** How many times a failed merge sent its loop back to coding. */
+  reopened: number;
+  /** A failed merge waiting for a free slot to go back to coding. */
+  awaitingReopen: boolean;
 }
 
 export interface FeatureGroupView {
@@ -102,7 +116,19 @@ export type GroupEvent =
   | { type: 'group.budget'; group: GroupRef; level: 'warning' | 'paused'; message: string }
   | { type: 'group.ended'; group: GroupRef; status: FeatureGroupStatus; pauseReason: GroupPauseReason | null }
   /** The conflict radar's overlaps changed (also to none): the whole current list. */
-  | { type: 'group.overlap'; group: GroupRef; overlaps: FileOverlap[] };
+  | { type: 'group.overlap'; group: GroupRef; overlaps: FileOverlap[] }
+  /** The merge queue moved a feature: queued, merged into `forge/group/<id>`, or a conflict / failed check sending its loop back to coding. */
+  | {
+      type: 'group.merge';
+      group: GroupRef;
+      featureId: string;
+      loopName: string | null;
+      state: FeatureMergeState;
+      message: string | null;
+      commit: string | null;
+      reopened: number;
+      awaitingReopen: boolean;
+    };
 
 export interface FeatureGroupService {
   /** Runs the read-only splitter on the PRD; stores the group in `review`. Throws GroupError on bad input. */

@@ -35,6 +35,8 @@ export interface StartLoopRequest {
   variant?: string;
   sandbox?: boolean;
   merge?: MergeMode;
+  /** Start from this commit (or branch, resolved at start) instead of the repository's HEAD: a group's dependent feature starts from its integration branch. */
+  baseCommit?: string;
   /**
    * The cost governor's budget; fields left out come from the `forge.budget.*` settings (where
    * 0 means none). `null` in a field: no limit of that kind, whatever the settings say.
@@ -56,6 +58,12 @@ export interface RestartLoopOptions {
    * budget restarts only with one that leaves room for the session it stopped before.
    */
   budget?: Partial<LoopBudget>;
+  /**
+   * Reopens a completed loop (only with this): back to a coding phase with this finding,
+   * recorded like a failed check's (source 'check'), so the next coder receives it in full and no
+   * agent can close it; the caller resolves it (by its fingerprint) once the matter is settled.
+   */
+  reopen?: { file: string; description: string; fingerprint: string };
 }
 
 export interface LoopRef {

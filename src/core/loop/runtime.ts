@@ -50,7 +50,7 @@ import { initialState, roleOfPhase, terminationStatusFor } from './state';
 import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, formatMoney, formatTokens, hasBudget, spendFromTotals, type LoopBudget } from './budget';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
-import { iterationCap, restartState } from './transitions';
+import { iterationCap, reopenState, restartState } from './transitions';
 import { LoopJobRegistry } from '../jobs/job-registry';
 import { LoopJobs } from '../jobs/loop-jobs';
 import { effectiveStallMs, ShellWatchdog } from '../jobs/shell-watchdog';
@@ -402,7 +402,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
     if (row.name !== desired) notices.splice(nameNotices.length, 0, `The name "${desired}" is taken (by an earlier loop or its worktree folder), so this loop is named "${row.name}".`);
     try {
-      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project });
+      const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project, ...(request.baseCommit ? { baseCommit: request.baseCommit } : {}) });
       deps.db.transaction((tx) => {
         const r = createForgeRepositories(tx);
         r.loops.update(ref.projectId, ref.name, {
@@ -507,7 +507,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       const problem = budgetProblem(options.budget);
       if (problem) throw new LoopRuntimeError('bad_request', problem);
     }
-    if (loop.status === 'completed') {
+    if (options.reopen && loop.status !== 'completed') {
+      throw new LoopRuntimeError('bad_request', `Loop "${ref.name}" is ${loop.status}; only a completed loop can be reopened with a finding.`);
+    }
+    if (loop.status === 'completed' && !options.reopen) {
       throw new LoopRuntimeError('completed', `Loop "${ref.name}" completed; completed loops are history. Start a new loop to continue the work.`);
     }
     const running = loop.status === 'running' || loop.status === 'starting';
@@ -541,7 +544,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', `Loop "${ref.name}" cannot restart: ${error.message}`);
       throw error;
     }
-    const state = restartState(extras.loopState);
+    const reopen = loop.status === 'completed' ? options.reopen : undefined;
+    const state = reopen ? reopenState(extras.loopState) : restartState(extras.loopState);
     // Other models from now on; the variant belongs to the coding model, so a new model drops the old one's.
     const model = options.model ?? loop.model;
     const auditorModel = options.auditorModel ?? loop.auditorModel;
@@ -580,7 +584,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
           cancelRequested: false,
         },
       });
-      r.transitions.append(ref.projectId, { loopName: ref.name, event: options.force ? 'force_restart' : 'restart', fromPhase: extras.loopState.phase, toPhase: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
+      if (reopen) {
+        r.reviewFindings.record(ref.projectId, { loopName: ref.name, file: reopen.file, line: 0, severity: 'bug', description: reopen.description, sectionIndex: null, fingerprint: reopen.fingerprint, source: 'check' });
+      }
+      r.transitions.append(ref.projectId, { loopName: ref.name, event: reopen ? 'reopen' : options.force ? 'force_restart' : 'restart', fromPhase: extras.loopState.phase, toPhase: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
     });
     const sup = supervise(ref);
     if (changes.length > 0) emit({ type: 'loop.notice', loop: ref, level: 'info', message: `restarted with ${changes.join(', ')}` });

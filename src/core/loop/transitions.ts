@@ -297,6 +297,16 @@ export function restartState(state: LoopState): LoopState {
   return { ...state, ...fresh(state), auditorModelIndex: -1, iterationsBeforeRestart: state.iteration - 1 };
 }
 
+/**
+ * A completed loop reopened (a group's merge queue hands it back a conflict or a failed check as
+ * a finding): a plan goes to fixing its final audit, a goal back to coding, one iteration on;
+ * then as any restart (fresh error and iteration budgets).
+ */
+export function reopenState(state: LoopState): LoopState {
+  const phase = state.kind === 'goal' ? 'coding' : 'final_audit_fix';
+  return restartState({ ...state, ...fresh(state), phase, iteration: state.iteration + 1, sectionIndex: state.kind === 'goal' ? null : state.sectionIndex } as LoopState);
+}
+
 /** The iteration the loop may reach before it ends with max_iterations (0 = unlimited), for display. */
 export function iterationCap(state: LoopState, limits: Pick<LoopLimits, 'maxIterations'>): number {
   return limits.maxIterations > 0 ? (state.iterationsBeforeRestart ?? 0) + limits.maxIterations : 0;

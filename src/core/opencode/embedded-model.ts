@@ -29,6 +29,55 @@ export function fileBlocks(markdown: string): FileBlock[] {
   return blocks;
 }
 
+const CONFLICT_START = /^<{7}(?: (.*))?$/;
+const CONFLICT_BASE = /^\|{7}(?: .*)?$/;
+const CONFLICT_MIDDLE = /^={7}$/;
+const CONFLICT_END = /^>{7}(?: (.*))?$/;
+
+/** Whether a file's text carries git's conflict markers. */
+export function hasConflictMarkers(content: string): boolean {
+  const lines = content.split('\n');
+  return lines.some((l) => CONFLICT_START.test(l)) && lines.some((l) => CONFLICT_MIDDLE.test(l)) && lines.some((l) => CONFLICT_END.test(l));
+}
+
+/**
+ * The embedded coder's resolution of a merge conflict, deterministic and honest about it: every
+ * hunk keeps both sides, the side already in a group's integration branch (`forge/group/…`, else
+ * the incoming side) first, then the other; a line both sides have is kept once; the merge
+ * base (diff3 style) is dropped.
+ */
+export function resolveConflictMarkers(content: string): string {
+  const out: string[] = [];
+  const lines = content.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const start = CONFLICT_START.exec(lines[i]!);
+    if (!start) {
+      out.push(lines[i]!);
+      continue;
+    }
+    const ours: string[] = [];
+    const theirs: string[] = [];
+    let part: 'ours' | 'base' | 'theirs' = 'ours';
+    let theirLabel = '';
+    let j = i + 1;
+    for (; j < lines.length; j++) {
+      const line = lines[j]!;
+      if (part === 'ours' && CONFLICT_BASE.test(line)) part = 'base';
+      else if (part !== 'theirs' && CONFLICT_MIDDLE.test(line)) part = 'theirs';
+      else if (part === 'theirs' && CONFLICT_END.test(line)) {
+        theirLabel = CONFLICT_END.exec(line)![1] ?? '';
+        break;
+      } else if (part === 'ours') ours.push(line);
+      else if (part === 'theirs') theirs.push(line);
+    }
+    const oursIntegrated = /forge\/group\//.test(start[1] ?? '') && !/forge\/group\//.test(theirLabel);
+    const [first, second] = oursIntegrated ? [ours, theirs] : [theirs, ours];
+    out.push(...first, ...second.filter((l) => !first.includes(l)));
+    i = j;
+  }
+  return out.join('\n');
+}
+
 /** The section the coder prompt asks for: from "## Your task now" to the next top-level part. */
 function currentTask(prompt: string): string {
   const start = prompt.indexOf('## Your task now');
@@ -142,6 +191,22 @@ export function embeddedAgentStep(request: ScriptedRequest): ScriptStep {
   if (isCoder) {
     const task = currentTask(prompt);
     const worktree = worktreeOf(prompt);
+    // A finding that shows conflicted files (a group's merge queue handed back a conflict): read
+    // each, then write it with both sides kept; the task's own blocks are not written again.
+    const conflicted = fileBlocks(prompt).filter((b) => hasConflictMarkers(b.content));
+    if (worktree && conflicted.length > 0) {
+      if (request.toolNames.includes('read') && !called.includes('read')) {
+        return { kind: 'tool-calls', calls: conflicted.map((b) => ({ name: 'read', args: { filePath: join(worktree, b.path) } })) };
+      }
+      if (!called.includes('write')) {
+        return { kind: 'tool-calls', calls: conflicted.map((b) => ({ name: 'write', args: { filePath: join(worktree, b.path), content: resolveConflictMarkers(b.content) } })) };
+      }
+      return toolCall('forge_loop_handoff', {
+        decisions: `Resolved the merge conflict in ${conflicted.map((b) => b.path).join(', ')} by keeping both sides (the integrated work first).`,
+        verification: 'No check run by the embedded model; Forge runs the loop\'s checks at its gate and on the merged tree.',
+        notesForAuditor: 'Written by Forge\'s embedded scripted model.',
+      });
+    }
     const blocks = fileBlocks(task);
     if (!called.includes('write') && worktree && blocks.length > 0) {
       return { kind: 'tool-calls', calls: blocks.map((b) => ({ name: 'write', args: { filePath: join(worktree, b.path), content: b.content } })) };

@@ -38,3 +38,12 @@ export const MAX_GROUP_FEATURES = 24;
 
 /** A feature id: what the splitter names it, used in the loop name `<group>-<id>`. */
 export const FEATURE_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
+
+/**
+ * Where a completed feature stands in its group's merge queue (issue 14 part 4): `queued` until
+ * the queue merges it into the group's integration branch, `merged` once there (its checks
+ * passed on the combined tree), `conflict` / `check_failed` when the merge did not hold and the
+ * loop went (or goes, when a slot frees) back to coding with that as a finding.
+ */
+export type FeatureMergeState = 'queued' | 'merged' | 'conflict' | 'check_failed';
+export const FEATURE_MERGE_STATES: readonly FeatureMergeState[] = ['queued', 'merged', 'conflict', 'check_failed'];

@@ -35,8 +35,17 @@ async function dirtyReason(git: GitRunner, dir: string): Promise<string | null> 
   return status === '' ? null : `${dir} has uncommitted changes`;
 }
 
-/** Merges in a throw-away detached worktree, then moves the base branch (compare-and-swap) to the merge. */
-async function mergeWithoutCheckout(
+/**
+ * What a merge without checkout asks of the merged tree before the base branch moves (a
+ * group's merge queue runs the loop's checks there): null to go on, or the refusal to return.
+ */
+export type VerifyMergedTree = (scratchDir: string, mergeCommit: string) => Promise<MergeResult | null>;
+
+/**
+ * Merges in a throw-away detached worktree, then moves the base branch (compare-and-swap) to the merge.
+ * `verify`, when given, looks at the merged tree first and may refuse it (the branch then stays).
+ */
+export async function mergeWithoutCheckout(
   ctx: MergeContext,
   repoDir: string,
   base: string,
@@ -44,6 +53,7 @@ async function mergeWithoutCheckout(
   branch: string,
   message: string,
   loopLabel: string,
+  verify?: VerifyMergedTree,
 ): Promise<MergeResult> {
   const { git, identity } = ctx;
   const root = await ctx.worktreesRoot();
@@ -65,6 +75,8 @@ async function mergeWithoutCheckout(
         : { kind: 'refused', message: `Merging ${branch} into ${base} failed: ${detail}. The work is kept on ${branch}.` };
     }
     const mergeCommit = firstLine(await git.ok(scratch, ['rev-parse', 'HEAD']));
+    const refused = verify ? await verify(scratch, mergeCommit) : null;
+    if (refused) return refused;
     const moved = await git.run(repoDir, ['update-ref', '-m', `forge: merge ${branch}`, `refs/heads/${base}`, mergeCommit, baseTip]);
     if (moved.exitCode !== 0) {
       return { kind: 'refused', message: `${base} changed while Forge was merging ${branch}; nothing was changed. The work is kept on ${branch}: merge it yourself (git merge ${branch}).` };

@@ -14,6 +14,7 @@ import { WorkspaceError } from './workspace-error';
 import { firstLine, parseNameStatus } from './git-output';
 import { branchCommit, branchCommits, identityConfig, listWorktrees } from './git-queries';
 import { isInside, pathExists } from './workspace-paths';
+import { createIntegrationMerges } from './merge-integration';
 import { createMergeIntoBase } from './merge-into-base';
 import {
   DEFAULT_ARTEFACT_DIRS,
@@ -387,7 +388,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     if (added.trim() === '') {
       // Nothing new from the working tree; an agent may still have staged something itself.
       // (--dry-run answers by exit code and always prints a status: never silent, see above.)
-      const dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
+      let dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
+      // A merge in progress (the agent staged its resolution itself): git asks about the whole merge.
+      if (dryRun.exitCode !== 0 && /partial commit during a merge/.test(dryRun.stderr)) dryRun = await git.run(worktreeDir, ['commit', '--dry-run']);
       if (dryRun.exitCode !== 0) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
@@ -398,7 +401,12 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     const config = [...(await identityConfigOf(worktreeDir)), 'core.abbrev=40', 'maintenance.auto=false'];
     // The pathspec makes this a commit of those paths only: artefacts an agent staged by hand
     // (HEAD does not track them) stay out of it.
-    const result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message, ...pathspec], { config });
+    let result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message, ...pathspec], { config });
+    if (result.exitCode !== 0 && /partial commit during a merge/.test(result.stderr)) {
+      // A merge is in progress (a group's merge queue started it for the coder to resolve,
+      // merge-integration.ts): git commits a merge whole, and this commit completes it.
+      result = await git.run(worktreeDir, ['commit', '--no-status', '-m', message], { config });
+    }
     if (result.exitCode === 1 && /nothing (added )?to commit|no changes added to commit/.test(result.stdout)) {
       log.debug(`workspace: nothing to commit in ${worktreeDir}`);
       return null;
@@ -430,6 +438,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
   /** Brings the loop's work into the branch it started from, as configured (merge-into-base.ts). */
   const mergeIntoBase = createMergeIntoBase({ git, log, identity, worktreesRoot });
+  /** A feature group's integration branch and its merge queue's git steps (merge-integration.ts). */
+  const integration = createIntegrationMerges({ git, log, identity, worktreesRoot });
 
   /**
    * Opt-in cleanup: removes a loop worktree folder and its registration; the
@@ -502,6 +512,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     commitAll,
     undoLastCommit,
     mergeIntoBase,
+    integration,
     removeWorktree,
     diffAgainstBase,
     readFileAtBase,

@@ -1,5 +1,5 @@
 import type { SqlExecutor, SqlRow } from '../sql-executor';
-import type { FeatureGroupStatus, FeatureStatus, GroupPauseReason } from '../../vocabulary/group-vocabulary';
+import type { FeatureGroupStatus, FeatureMergeState, FeatureStatus, GroupPauseReason } from '../../vocabulary/group-vocabulary';
 import { RowNotFoundError, flag, integer, json, optionalText, systemClock, text, type Clock } from './row-values';
 
 export type { FeatureGroupStatus, FeatureStatus, GroupPauseReason };
@@ -16,6 +16,23 @@ export interface GroupFeature {
   readonly status: FeatureStatus;
   readonly loopName: string | null;
   readonly error: string | null;
+  /** Its place in the group's merge queue; absent until its loop first completes. */
+  readonly merge?: FeatureMerge | null;
+}
+
+/** A feature's merge into its group's integration branch (stored with the feature). */
+export interface FeatureMerge {
+  readonly state: FeatureMergeState;
+  /** What happened, in a sentence (the conflict's files, the failed check). */
+  readonly message: string | null;
+  /** The integration branch's commit that merged it. */
+  readonly commit: string | null;
+  /** How many times a failed merge sent its loop back to coding. */
+  readonly reopened: number;
+  /** A failed merge waiting for a free slot to send the loop back to coding. */
+  readonly awaitingReopen: boolean;
+  /** When it entered this state (the queue's order: first queued, first merged). */
+  readonly at: number;
 }
 
 /** Options every loop of the group starts with. */
@@ -53,7 +70,7 @@ export type NewFeatureGroup = Pick<FeatureGroupRow, 'id' | 'title' | 'features'>
 export type FeatureGroupPatch = Partial<
   Pick<FeatureGroupRow, 'title' | 'status' | 'features' | 'currentIndex' | 'maxConcurrent' | 'budgetMoney' | 'budgetTokens' | 'budgetWarned' | 'pauseReason'>
 >;
-export type GroupFeaturePatch = Partial<Pick<GroupFeature, 'status' | 'loopName' | 'error' | 'plan'>>;
+export type GroupFeaturePatch = Partial<Pick<GroupFeature, 'status' | 'loopName' | 'error' | 'plan' | 'merge'>>;
 
 export interface FeatureGroupsRepository {
   create(projectId: string, group: NewFeatureGroup): FeatureGroupRow;
@@ -78,6 +95,18 @@ function toFeature(raw: Record<string, unknown>): GroupFeature {
     status: String(raw.status ?? 'pending') as FeatureStatus,
     loopName: raw.loopName === null || raw.loopName === undefined ? null : String(raw.loopName),
     error: raw.error === null || raw.error === undefined ? null : String(raw.error),
+    ...(raw.merge && typeof raw.merge === 'object' ? { merge: toMerge(raw.merge as Record<string, unknown>) } : {}),
+  };
+}
+
+function toMerge(raw: Record<string, unknown>): FeatureMerge {
+  return {
+    state: String(raw.state ?? 'queued') as FeatureMergeState,
+    message: typeof raw.message === 'string' ? raw.message : null,
+    commit: typeof raw.commit === 'string' ? raw.commit : null,
+    reopened: Number(raw.reopened ?? 0) || 0,
+    awaitingReopen: raw.awaitingReopen === true,
+    at: Number(raw.at ?? 0) || 0,
   };
 }
 

@@ -1,0 +1,183 @@
+/**
+ * Feature groups, the merge queue (issue 14 part 4), an adapter: it runs in the process that
+ * drives the group, on the group's chain of steps (group-runner.ts), so merges happen one at a
+ * time. Each completed feature's loop branch is merged (`--no-ff`) into the group's integration
+ * branch `forge/group/<id>` in a throw-away worktree; the checks of that loop and of every
+ * feature merged before it run on the merged tree; only then does the integration branch move
+ * (compare-and-swap). The user's own working tree and branches are never touched.
+ *
+ * A conflict or a failed check sends the loop back to coding in its own worktree (when the cap
+ * has a slot): Forge merges the integration branch into the loop's worktree first. Why that way:
+ * the coder (a real model, or Forge's embedded scripted one, which keeps both sides of each
+ * conflict hunk it is shown) resolves the conflict where git left its markers, with the files as
+ * they are in the finding; the loop's next commit completes the merge, so the loop's branch then
+ * holds everything integrated and the queue's next attempt merges cleanly. A rebase would
+ * rewrite the loop's history and stop at every conflicting commit instead.
+ */
+import { runChecks, summariseCheckResults, type CheckSpec } from '../checks';
+import { readExtras } from '../loop/loop-extras';
+import type { LoopRuntime } from '../loop/runtime-types';
+import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../storage/repositories';
+import { integrationBranchOf, type IntegrationMergeResult, type IntegrationMerges } from '../workspace/merge-integration';
+import type { EnsureWorktreeResult, MergeResult } from '../workspace/worktree-types';
+import type { GroupEvent, GroupRef } from './group-types';
+import { afterMergeAttempt, checkFailedFinding, conflictFinding, mergeFindingFingerprint, nextMerge, reopened, reopenNow } from './merge-queue-order';
+
+export interface MergeQueueDeps {
+  repos: ForgeRepositories;
+  runtime: LoopRuntime;
+  worktrees: {
+    integration: IntegrationMerges;
+    ensureWorktree(loop: { worktreeDir: string; branch: string; repoDir: string }): Promise<EnsureWorktreeResult>;
+  };
+  emit(event: GroupEvent): void;
+  log: { info(m: string): void; warn(m: string): void };
+}
+
+export interface MergeQueue {
+  /** Merges what is queued, one at a time, then sends failed merges back to coding as slots free. */
+  step(g: FeatureGroupRow): Promise<FeatureGroupRow>;
+}
+
+const OUTPUT_IN_FINDING = 2_000;
+
+export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
+  const { repos, runtime, emit } = deps;
+  const refOf = (g: FeatureGroupRow): GroupRef => ({ projectId: g.projectId, id: g.id });
+
+  function update(g: FeatureGroupRow, featureId: string, patch: GroupFeaturePatch): FeatureGroupRow {
+    const row = repos.featureGroups.updateFeature(g.projectId, g.id, featureId, patch);
+    const f = row.features.find((x) => x.id === featureId)!;
+    if (patch.status !== undefined) emit({ type: 'group.feature', group: refOf(g), featureId, status: f.status, loopName: f.loopName });
+    if (patch.merge) {
+      emit({ type: 'group.merge', group: refOf(g), featureId, loopName: f.loopName, state: patch.merge.state, message: patch.merge.message, commit: patch.merge.commit, reopened: patch.merge.reopened, awaitingReopen: patch.merge.awaitingReopen });
+    }
+    return row;
+  }
+
+  /** The checks the merged tree must pass: the merging loop's and those of every feature merged before it. */
+  function checksFor(g: FeatureGroupRow, featureId: string): Array<{ feature: string; checks: CheckSpec[]; timeoutMs: number | undefined }> {
+    const out: Array<{ feature: string; checks: CheckSpec[]; timeoutMs: number | undefined }> = [];
+    for (const f of g.features) {
+      if (f.id !== featureId && f.merge?.state !== 'merged') continue;
+      const loop = f.loopName ? repos.loops.get(g.projectId, f.loopName) : undefined;
+      if (!loop) continue;
+      const extras = readExtras(loop);
+      out.push({ feature: f.id, checks: extras.checks ?? [], timeoutMs: extras.checkTimeoutMs });
+    }
+    return out;
+  }
+
+  async function checkMergedTree(g: FeatureGroupRow, featureId: string, dir: string): Promise<string | null> {
+    const failures: string[] = [];
+    for (const { feature, checks, timeoutMs } of checksFor(g, featureId)) {
+      if (checks.length === 0) continue;
+      // On the host: the merged tree is a throw-away worktree outside any loop's sandbox.
+      const results = await runChecks(checks, { cwd: dir, ...(timeoutMs ? { timeoutMs } : {}) });
+      const summary = summariseCheckResults(results);
+      if (summary.passed) continue;
+      for (const r of summary.failed) {
+        const tail = r.outputTail.trim();
+        failures.push(`Check "${r.label}" of feature ${feature} ${r.message}${tail ? `; its output ended:\n${tail.slice(-OUTPUT_IN_FINDING)}` : '.'}`);
+      }
+    }
+    return failures.length > 0 ? failures.join('\n') : null;
+  }
+
+  async function mergeOne(g: FeatureGroupRow, featureId: string): Promise<FeatureGroupRow> {
+    const f = g.features.find((x) => x.id === featureId)!;
+    const loop = f.loopName ? repos.loops.get(g.projectId, f.loopName) : undefined;
+    for (let moves = 0; ; moves++) {
+      let attempt: IntegrationMergeResult;
+      if (!loop?.branch || !loop.repoDir) attempt = { kind: 'failed', message: `Its loop ${f.loopName ?? '(none)'} has no branch to merge.` };
+      else {
+        try {
+          attempt = await deps.worktrees.integration.mergeIntoIntegration({
+            repoDir: loop.repoDir,
+            groupId: g.id,
+            loopBranch: loop.branch,
+            loopName: loop.name,
+            check: (dir) => checkMergedTree(g, featureId, dir),
+          });
+        } catch (error) {
+          attempt = { kind: 'failed', message: (error as Error).message };
+        }
+      }
+      const current = repos.featureGroups.get(g.projectId, g.id)!.features.find((x) => x.id === featureId)!;
+      const decision = afterMergeAttempt(current.merge, attempt, Date.now(), moves);
+      deps.log.info(`[group ${g.id}] merge queue: ${featureId}: ${attempt.message}`);
+      g = update(g, featureId, { merge: decision.merge, ...(decision.status !== current.status ? { status: decision.status, error: decision.error } : {}) });
+      if (decision.merge.state === 'merged' && loop) repos.reviewFindings.resolveCheckFinding(g.projectId, loop.name, mergeFindingFingerprint(g.id));
+      if (!decision.retry) return g;
+    }
+  }
+
+  async function reopen(g: FeatureGroupRow, featureId: string): Promise<FeatureGroupRow> {
+    const f = g.features.find((x) => x.id === featureId)!;
+    const merge = f.merge!;
+    const loop = f.loopName ? repos.loops.get(g.projectId, f.loopName) : undefined;
+    const fail = (why: string) => update(g, featureId, { status: 'failed', error: why, merge: { ...merge, awaitingReopen: false } });
+    if (!loop?.worktreeDir || !loop.branch || !loop.repoDir) return fail(`Its loop ${f.loopName ?? '(none)'} has no worktree to go back to.`);
+    const integration = integrationBranchOf(g.id);
+    const merged = g.features.filter((x) => x.merge?.state === 'merged').map((x) => x.id);
+    let finding: { file: string; description: string };
+    try {
+      await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir, branch: loop.branch, repoDir: loop.repoDir });
+      const started = await deps.worktrees.integration.startMergeInLoop({ worktreeDir: loop.worktreeDir, groupId: g.id });
+      if (started.kind === 'failed') return fail(`Its merge did not hold (${merge.message ?? merge.state}), and Forge could not start it in the loop's worktree: ${started.message}`);
+      if (started.kind === 'conflict') finding = conflictFinding({ integration, loopBranch: loop.branch, merged, files: started.files });
+      else if (merge.state === 'conflict') {
+        // The same merge went through in the loop's worktree: its branch holds the integration branch now, so queue it again.
+        return update(g, featureId, { merge: { ...merge, state: 'queued', awaitingReopen: false, at: Date.now() } });
+      } else finding = checkFailedFinding({ integration, merged, failure: merge.message ?? 'a check failed on the merged tree', mergedIntoLoop: started.kind === 'merged' });
+    } catch (error) {
+      return fail(`Its merge did not hold (${merge.message ?? merge.state}), and Forge could not prepare its worktree: ${(error as Error).message}`);
+    }
+    // Marked running first, so the loop's end (however soon) is taken as this feature's.
+    g = update(g, featureId, { status: 'running', error: null, merge: reopened(merge, Date.now()) });
+    try {
+      await runtime.restart({ projectId: g.projectId, name: loop.name }, { reopen: { ...finding, fingerprint: mergeFindingFingerprint(g.id) }, budget: { money: null, tokens: null } });
+    } catch (error) {
+      g = update(g, featureId, { status: 'failed', error: `Its merge did not hold, and its loop could not go back to coding: ${(error as Error).message}` });
+    }
+    return g;
+  }
+
+  return {
+    async step(g) {
+      if (g.status !== 'running' && g.status !== 'paused') return g;
+      for (let id = nextMerge(g.features); id !== null; id = nextMerge(g.features)) g = await mergeOne(g, id);
+      if (g.status !== 'running') return g;
+      for (const id of reopenNow(g.features, g.maxConcurrent)) {
+        g = await reopen(g, id);
+        if (g.status !== 'running') break;
+      }
+      return g;
+    },
+  };
+}
+
+/**
+ * `forge group merge ID --into BRANCH`: brings a completed group's integration branch into a
+ * branch of the user's, only when asked, and only by fast-forward, so the branch gets exactly
+ * the tree whose checks the merge queue ran. A branch that moved since the group started (it has
+ * commits the integration branch lacks), a dirty checkout of it, or a branch that does not exist
+ * is refused with nothing changed (merge-into-base.ts's refusals); the integration branch stays.
+ */
+export async function mergeGroupInto(
+  worktrees: { mergeIntoBase(loop: { repoDir: string; branch: string; baseBranch: string | null }, mode: 'fast-forward'): Promise<MergeResult> },
+  g: Pick<FeatureGroupRow, 'id' | 'status' | 'repoDir' | 'features'>,
+  target: string,
+): Promise<MergeResult> {
+  const integration = integrationBranchOf(g.id);
+  if (g.status !== 'completed') {
+    const merged = g.features.filter((f) => f.merge?.state === 'merged').length;
+    return {
+      kind: 'refused',
+      message: `Group "${g.id}" is ${g.status}: ${integration} holds ${merged} of its ${g.features.length} features. Merge it into ${target} once the group completed (or merge ${integration} yourself); nothing was changed.`,
+    };
+  }
+  const result = await worktrees.mergeIntoBase({ repoDir: g.repoDir, branch: integration, baseBranch: target }, 'fast-forward');
+  if (result.kind !== 'refused') return result;
+  return { ...result, message: `Forge did not merge ${integration} into ${target}; nothing was changed. ${result.message}` };
+}
