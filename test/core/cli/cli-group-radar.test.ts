@@ -53,49 +53,53 @@ describe('forge group: the conflict radar (real CLI processes, real opencode, em
     ({ repo, work, runner } = world);
   });
 
-  it('shows the file two running loops both changed, from another process and as group.overlap lines; a loop of its own files is not in it; released, the group completes', async () => {
+  it('shows the file two running loops both changed, from another process and as group.overlap lines; a loop of its own files is not in it; released, the group completes', async function () {
+    // A name of its own on a retry: the failed attempt's group and worktrees stay (nothing is ever lost).
+    // currentRetry() is protected in the typings but public at run time.
+    const attempt = (this.test as unknown as { currentRetry(): number } | undefined)?.currentRetry() ?? 0;
+    const id = attempt > 0 ? `radar-retry${attempt}` : 'radar';
     const settings = { 'forge.loop.stallTimeoutMs': 300_000, 'forge.loop.busyStallTimeoutMs': 300_000 };
-    const worktree = (id: string) => join(work, 'data', 'worktrees', `radar-${id}`);
-    const prd = join(work, 'radar.md');
+    const worktree = (feature: string) => join(work, 'data', 'worktrees', `${id}-${feature}`);
+    const prd = join(work, `${id}.md`);
     await writeFile(
       prd,
       ['# Radar', '', heldFeature('notes', 'Release notes', 'shared.txt', 'notes'), heldFeature('search', 'Search', 'shared.txt', 'search'), heldFeature('catalog', 'Catalog', 'catalog.txt', 'apples')].join('\n'),
     );
-    const group = runner.start(['group', prd, '--name', 'radar', '--launch', '--max-concurrent', '3', '--json'], { settings });
+    const group = runner.start(['group', prd, '--name', id, '--launch', '--max-concurrent', '3', '--json'], { settings });
     try {
-      const ids = ['notes', 'search', 'catalog'];
+      const features = ['notes', 'search', 'catalog'];
       const deadline = Date.now() + 400_000;
       // Each loop wrote its file and runs its check, held at its gate: all three are live.
-      while (!ids.every((id) => existsSync(join(worktree(id), `${id}-running`)))) {
+      while (!features.every((f) => existsSync(join(worktree(f), `${f}-running`)))) {
         assert.ok(Date.now() < deadline, `the checks never all ran\n${group.describe()}`);
         await new Promise((r) => setTimeout(r, 200));
       }
 
       const status = await runner.run(['group', 'status', '--json']);
       assert.equal(status.code, 0, status.stderr);
-      const radar = status.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as GroupJson).find((g) => g.group === 'radar');
+      const radar = status.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as GroupJson).find((g) => g.group === id);
       assert.ok(radar, status.stdout);
       assert.equal(radar.status, 'running');
       assert.deepEqual(radar.features.map((f) => [f.id, f.status]), [['notes', 'running'], ['search', 'running'], ['catalog', 'running']]);
       // Only shared.txt: catalog.txt and each loop's own marker files are changed by one loop each.
-      assert.deepEqual(radar.overlaps, [{ file: 'shared.txt', features: ['notes', 'search'], loops: ['radar-notes', 'radar-search'] }]);
+      assert.deepEqual(radar.overlaps, [{ file: 'shared.txt', features: ['notes', 'search'], loops: [`${id}-notes`, `${id}-search`] }]);
 
       // forge status (loops, then groups) reads the radar too.
       const all = await runner.run(['status', '--json']);
       assert.equal(all.code, 0, all.stderr);
-      const fromStatus = all.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as GroupJson).find((g) => g.group === 'radar');
+      const fromStatus = all.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as GroupJson).find((g) => g.group === id);
       assert.deepEqual(fromStatus?.overlaps, radar.overlaps, all.stdout);
 
-      const text = await runner.run(['group', 'status', 'radar']);
+      const text = await runner.run(['group', 'status', id]);
       assert.equal(text.code, 0, text.stderr);
       assert.match(text.stdout, /^ {2}overlap: shared\.txt — notes, search$/m);
       assert.doesNotMatch(text.stdout, /overlap: .*catalog/);
 
       // The driving process printed the overlap as it appeared, while both loops still run.
-      const sharedOverlap = JSON.stringify([{ file: 'shared.txt', features: ['notes', 'search'], loops: ['radar-notes', 'radar-search'] }]);
+      const sharedOverlap = JSON.stringify([{ file: 'shared.txt', features: ['notes', 'search'], loops: [`${id}-notes`, `${id}-search`] }]);
       await group.waitForLine((l) => l.startsWith('{"type":"group.overlap"') && JSON.stringify((JSON.parse(l) as { overlaps: Overlap[] }).overlaps) === sharedOverlap, 300_000);
 
-      for (const id of ids) await writeFile(join(worktree(id), `${id}-gate`), '');
+      for (const f of features) await writeFile(join(worktree(f), `${f}-gate`), '');
       const end = await group.exited;
       assert.equal(end.code, 0, group.describe());
       const lines = group.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { type: string; overlaps?: Overlap[]; status?: string });
@@ -110,13 +114,16 @@ describe('forge group: the conflict radar (real CLI processes, real opencode, em
       assert.ok(overlapEvents.some((l) => l.overlaps!.length > 0), group.describe());
 
       // Ended: no live loops, so no overlap.
-      const after = await runner.run(['group', 'status', 'radar', '--json']);
+      const after = await runner.run(['group', 'status', id, '--json']);
       assert.equal(after.code, 0, after.stderr);
       const done = JSON.parse(after.stdout) as GroupJson;
       assert.equal(done.status, 'completed');
       assert.deepEqual(done.overlaps, []);
-      assert.equal(await repo.git('show', 'forge/radar-notes:shared.txt'), 'notes\n');
-      assert.equal(await repo.git('show', 'forge/radar-search:shared.txt'), 'search\n');
+      // The radar only warned; the merge queue then met the conflict it foretold: the second of
+      // the two to merge went back to coding and took in the first's line too.
+      assert.match(await repo.git('show', `forge/${id}-notes:shared.txt`), /^notes$/m);
+      assert.match(await repo.git('show', `forge/${id}-search:shared.txt`), /^search$/m);
+      assert.deepEqual((await repo.git('show', `forge/group/${id}:shared.txt`)).split('\n').filter(Boolean).sort(), ['notes', 'search']);
       assert.equal((await repo.git('status', '--porcelain')).trim(), '', "the user's working tree is untouched");
     } finally {
       if ((await Promise.race([group.exited.then(() => true), Promise.resolve(false)])) === false) group.signal('SIGKILL');
