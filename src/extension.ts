@@ -24,7 +24,7 @@ import type { ForgeContext } from './vscode/forge-context';
 import { createForgeLog, type ForgeLog } from './vscode/log';
 import { BASE_SCHEME, BaseContentProvider } from './vscode/loop-diff';
 import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-explorer';
-import { buildLoopDetails, buildLoopTooltip, buildSectionNodes, type LoopDetailNode, type LoopTreeNode } from './vscode/loop-tree-model';
+import { buildLoopDetails, loopNodeTooltip, buildSectionNodes, type LoopDetailNode, type LoopTreeNode } from './vscode/loop-tree-model';
 import { describeAmendment } from './core/loop/plan-amendments';
 import { createLoopsModel } from './vscode/loops-model';
 import { createNotifier } from './vscode/notifier';
@@ -229,7 +229,7 @@ function snapshotOf(node: LoopTreeNode, readSections: SectionReader): TreeSnapsh
     id: node.id,
     label: String(typeof item.label === 'object' ? item.label.label : item.label),
     description: typeof item.description === 'string' ? item.description : undefined,
-    tooltip: node.kind === 'loop' ? buildLoopTooltip(node.summary) : typeof item.tooltip === 'string' ? item.tooltip : undefined,
+    tooltip: node.kind === 'loop' ? loopNodeTooltip(node) : typeof item.tooltip === 'string' ? item.tooltip : undefined,
     icon: item.iconPath instanceof vscode.ThemeIcon ? item.iconPath.id : undefined,
     contextValue: item.contextValue,
     children: children.map((child) => snapshotOf(child, readSections)),

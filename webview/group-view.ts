@@ -1,6 +1,7 @@
 // The dashboard's Group part (issue 14 part 3, issue 16's group budget): the feature group of the
 // selected loop, or the group selected in the Loop Explorer: its progress, spend against its
-// budget (the 80 % warning, the budget pause), and each feature with its status; a feature's
+// budget (the 80 % warning, the budget pause), its integration branch and how many features the
+// merge queue merged, and each feature with its status and merge state; a feature's
 // loop is a click away. The host makes every text (group-model.ts); this only lays it out.
 import type { GroupAction, GroupPanelView, GroupProbe, LoopKey, WebviewToHost } from '../src/vscode/dashboard/protocol';
 import { button, h, section } from './dom';
@@ -21,6 +22,7 @@ export function renderGroup(group: GroupPanelView, selected: LoopKey | null, sen
       ` — ${f.title}`,
       f.dependsOn.length > 0 ? h('span', { class: 'muted' }, ` · after ${f.dependsOn.join(', ')}`) : null,
       f.loop ? h('span', { class: 'muted' }, ` · loop ${f.loop.name}`) : null,
+      f.mergeText ? h('span', { class: `feature-merge merge-${f.mergeState ?? 'none'}` }, ` · ${f.mergeText}`) : null,
       f.error ? h('div', { class: 'feature-error' }, f.error) : null,
     );
     const loop = f.loop;
@@ -41,11 +43,13 @@ export function renderGroup(group: GroupPanelView, selected: LoopKey | null, sen
       { class: 'facts' },
       h('span', { class: `status status-group-${group.status}` }, group.statusText),
       h('span', { class: 'group-progress' }, ` · ${group.progressText}`),
+      group.mergeText ? h('span', { class: 'group-merged' }, ` · ${group.mergeText}`) : null,
       h('span', { class: `group-spend budget-${group.budgetState}` }, ` · ${group.spendText}`),
       h('span', { class: 'muted' }, ` · at most ${group.maxConcurrent} loops at once · from ${group.source}`),
     ),
     h('progress', { class: 'group-progress-bar', max: 100, value: percent, 'aria-label': group.progressText }),
     group.budgetNote ? h('p', { class: group.budgetState === 'reached' || group.status === 'paused' ? 'warning group-budget-note paused' : 'warning group-budget-note' }, group.budgetNote) : null,
+    group.integrationText ? h('p', { class: 'muted group-integration' }, group.integrationText) : null,
     h('ol', { class: 'group-features' }, ...rows),
     group.overlapNote ? h('p', { class: 'warning group-overlap-note' }, group.overlapNote) : null,
     group.overlaps.length > 0 ? h('ul', { class: 'group-overlaps' }, ...group.overlaps.map((o) => h('li', { class: 'group-overlap', 'data-file': o.file }, o.text))) : null,
@@ -68,6 +72,11 @@ export function groupProbe(root: ParentNode): GroupProbe | null {
     spend: (part.querySelector('.group-spend')?.textContent ?? '').replace(/^ · /, ''),
     budgetNote: part.querySelector('.group-budget-note')?.textContent ?? null,
     features: Array.from(part.querySelectorAll('li.group-feature')).map((li) => `${li.getAttribute('data-feature')}: ${li.querySelector('.status')?.textContent ?? ''}`),
+    merges: Array.from(part.querySelectorAll('li.group-feature'))
+      .filter((li) => li.querySelector('.feature-merge'))
+      .map((li) => `${li.getAttribute('data-feature')}: ${(li.querySelector('.feature-merge')?.textContent ?? '').replace(/^ · /, '')}`),
+    merged: part.querySelector('.group-merged')?.textContent?.replace(/^ · /, '') ?? null,
+    integration: part.querySelector('.group-integration')?.textContent ?? null,
     actions: Array.from(part.querySelectorAll('.actions vscode-button')).map((b) => b.textContent ?? ''),
     overlaps: Array.from(part.querySelectorAll('li.group-overlap')).map((li) => li.textContent ?? ''),
   };

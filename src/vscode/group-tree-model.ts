@@ -9,6 +9,7 @@ import type { FeatureGroupView, GroupFeatureView } from '../core/groups/group-ty
 import type { FileOverlap } from '../core/groups/overlap';
 import type { FeatureGroupStatus, FeatureStatus } from '../core/vocabulary/group-vocabulary';
 import { groupBudgetState, groupProgressText, groupSpendText, groupStatusText } from './group-budget-text';
+import { featureMergeDetail, featureMergeText, groupIntegrationText, groupMergeProgressText, groupMergeSummary } from './group-merge-text';
 import { buildLoopNode, buildLoopTree, type LoopNode, type LoopRootNode, type LoopSummary, type NodeBase, type TreeIconSpec } from './loop-tree-model';
 
 export interface FeatureGroupNode extends NodeBase {
@@ -112,11 +113,13 @@ export function groupLoopKeys(groups: readonly FeatureGroupView[]): Set<string> 
 
 export function buildFeatureNode(group: FeatureGroupView, feature: GroupFeatureView): FeatureNode {
   const parts = [featureStatusText(feature.status)];
+  if (feature.merge) parts.push(featureMergeText(feature.merge));
   if (feature.dependsOn.length > 0) parts.push(vscode.l10n.t('after {0}', feature.dependsOn.join(', ')));
   if (feature.error) parts.push(feature.error);
   const tooltip = [vscode.l10n.t('Feature {0} of group {1}: {2}', feature.id, group.ref.id, feature.title), vscode.l10n.t('Status: {0}', featureStatusText(feature.status))];
   tooltip.push(feature.dependsOn.length > 0 ? vscode.l10n.t('Depends on: {0}', feature.dependsOn.join(', ')) : vscode.l10n.t('Depends on nothing'));
   if (feature.error) tooltip.push(feature.error);
+  if (feature.merge) tooltip.push(...featureMergeDetail(group, feature.merge));
   tooltip.push(vscode.l10n.t('Plan: {0}', feature.planPath));
   return {
     kind: 'feature',
@@ -130,6 +133,13 @@ export function buildFeatureNode(group: FeatureGroupView, feature: GroupFeatureV
     icon: featureIcon(feature.status),
     contextValue: 'forge.feature',
   };
+}
+
+/** A feature's loop under its group: the loop node, with where the feature stands in the merge queue. */
+export function buildFeatureLoopNode(group: FeatureGroupView, feature: GroupFeatureView, summary: LoopSummary): LoopNode {
+  const node = buildLoopNode(summary);
+  if (!feature.merge) return node;
+  return { ...node, description: [node.description, featureMergeText(feature.merge)].filter(Boolean).join(' · '), tooltipNotes: featureMergeDetail(group, feature.merge) };
 }
 
 export function buildOverlapNode(group: FeatureGroupView, overlap: FileOverlap): OverlapNode {
@@ -156,14 +166,16 @@ export function buildFeatureGroupNode(group: FeatureGroupView, loops: ReadonlyMa
   const { ref } = group;
   const children: (LoopNode | FeatureNode | OverlapNode)[] = group.features.map((feature) => {
     const summary = feature.loopName ? loops.get(`${ref.projectId}/${feature.loopName}`) : undefined;
-    return summary ? buildLoopNode(summary) : buildFeatureNode(group, feature);
+    return summary ? buildFeatureLoopNode(group, feature, summary) : buildFeatureNode(group, feature);
   });
   children.push(...group.overlaps.map((o) => buildOverlapNode(group, o)));
   const spend = groupSpendText(group.budget, group.spend);
   const budgetState = groupBudgetState(group.budget, group.spend);
+  const mergeSummary = groupMergeSummary(group);
   const description = [
     groupStatusText(group),
     groupProgressText(group),
+    ...(mergeSummary ? [mergeSummary] : []),
     spend + (budgetState === 'warning' ? ' ⚠' : ''),
     ...(group.overlaps.length > 0 ? [vscode.l10n.t('⚠ {0} overlapping file(s)', group.overlaps.length)] : []),
   ].join(' · ');
@@ -171,10 +183,12 @@ export function buildFeatureGroupNode(group: FeatureGroupView, loops: ReadonlyMa
     vscode.l10n.t('Feature group {0} — {1}', ref.id, group.title),
     vscode.l10n.t('Status: {0}', groupStatusText(group)),
     vscode.l10n.t('Features: {0}', groupProgressText(group)),
+    // The integration branch is made at launch: none while the group is in review.
+    ...(group.status === 'review' ? [] : [vscode.l10n.t('Merged: {0}', groupMergeProgressText(group)), groupIntegrationText(group)]),
     vscode.l10n.t('Budget: {0}', spend),
     vscode.l10n.t('At most {0} loops at once', group.maxConcurrent),
     vscode.l10n.t('From {0}', group.source),
-    ...group.features.map((f) => `  ${f.id}: ${featureStatusText(f.status)}${f.dependsOn.length > 0 ? ` (${vscode.l10n.t('after {0}', f.dependsOn.join(', '))})` : ''}`),
+    ...group.features.map((f) => `  ${f.id}: ${featureStatusText(f.status)}${f.merge ? `, ${featureMergeText(f.merge)}` : ''}${f.dependsOn.length > 0 ? ` (${vscode.l10n.t('after {0}', f.dependsOn.join(', '))})` : ''}`),
     ...group.overlaps.map((o) => vscode.l10n.t('Overlap: {0} — changed by {1}', o.file, o.features.join(', '))),
   ];
   return {

@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import { buildLoopDetails, buildLoopTooltip, type LoopDetailNode, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
+import { buildLoopDetails, loopNodeTooltip, type LoopDetailNode, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
 import type { LoopsModel } from './loops-model';
 
 export const LOOP_EXPLORER_VIEW_ID = 'forge.loopExplorer';
@@ -59,7 +59,7 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
 
   /** Hover text is built only for the item the user hovers. */
   resolveTreeItem(item: vscode.TreeItem, node: LoopTreeNode): vscode.TreeItem {
-    if (node.kind === 'loop') item.tooltip = buildLoopTooltip(node.summary);
+    if (node.kind === 'loop') item.tooltip = loopNodeTooltip(node);
     return item;
   }
 

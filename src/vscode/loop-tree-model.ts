@@ -134,6 +134,8 @@ export interface LoopNode extends NodeBase {
   readonly projectId: string;
   readonly name: string;
   readonly summary: LoopSummary;
+  /** Lines its hover adds after the loop's own (a group's feature loop: where it stands in the merge queue). */
+  readonly tooltipNotes?: readonly string[];
 }
 
 export interface LoopDetailNode extends NodeBase {
@@ -318,6 +320,12 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
     contextValue: loopContextValue(loop.status),
     summary,
   };
+}
+
+/** A loop node's hover text: the loop's own, then the node's notes (built on demand like buildLoopTooltip). */
+export function loopNodeTooltip(node: Pick<LoopNode, 'summary' | 'tooltipNotes'>): string {
+  const notes = node.tooltipNotes ?? [];
+  return notes.length > 0 ? `${buildLoopTooltip(node.summary)}\n${notes.join('\n')}` : buildLoopTooltip(node.summary);
 }
 
 /** The loop item's hover text; built when VS Code asks for it (resolveTreeItem), not for every loop. */

@@ -1,11 +1,13 @@
 /**
  * The dashboard's Group part from a feature group's view (issue 14 part 3, issue 16's group
  * budget): which group the dashboard shows, and that group as plain JSON for the webview. The
- * wording of spend and progress is the Loop Explorer's (group-budget-text.ts).
+ * wording of spend and progress is the Loop Explorer's (group-budget-text.ts), so is that of the
+ * merge queue (group-merge-text.ts).
  */
 import * as vscode from 'vscode';
 import type { FeatureGroupView } from '../../core/groups/group-types';
 import { groupBudgetState, groupBudgetUses, groupProgressText, groupSpendText, groupStatusText } from '../group-budget-text';
+import { featureMergeText, groupIntegrationText, groupMergeSummary } from '../group-merge-text';
 import { featureLoopName, featureStatusText } from '../group-tree-model';
 import type { GroupAction, GroupKey, GroupPanelView, LoopKey } from './protocol';
 
@@ -60,6 +62,8 @@ export function buildGroupPanel(group: FeatureGroupView): GroupPanelView {
     progressText: groupProgressText(group),
     done: group.features.filter((f) => f.status === 'completed').length,
     total: group.features.length,
+    mergeText: groupMergeSummary(group),
+    integrationText: group.status === 'review' ? null : groupIntegrationText(group),
     spendText,
     budgetState,
     budgetNote,
@@ -74,6 +78,8 @@ export function buildGroupPanel(group: FeatureGroupView): GroupPanelView {
       dependsOn: f.dependsOn,
       loop: f.loopName ? { projectId: group.ref.projectId, name: f.loopName } : null,
       error: f.error,
+      mergeText: f.merge ? featureMergeText(f.merge) : null,
+      mergeState: f.merge?.state ?? null,
     })),
     actions: actionsOf(group),
     overlaps: group.overlaps.map((o) => ({ file: o.file, features: o.features, text: vscode.l10n.t('{0} — changed by {1}', o.file, o.features.join(', ')) })),

@@ -195,6 +195,10 @@ export interface GroupFeatureItem {
   /** Its loop, once started (a click selects it). */
   readonly loop: LoopKey | null;
   readonly error: string | null;
+  /** Where it stands in the merge queue into the integration branch, in words ("merged", "queued to merge"); null: not completed yet. */
+  readonly mergeText: string | null;
+  /** FeatureMergeState as stored (null: not in the merge queue). */
+  readonly mergeState: string | null;
 }
 
 /**
@@ -212,6 +216,10 @@ export interface GroupPanelView {
   readonly progressText: string;
   readonly done: number;
   readonly total: number;
+  /** The merge queue: "1 of 3 merged" once a feature completed (null before). */
+  readonly mergeText: string | null;
+  /** "Integration branch: forge/group/<id>" (null in review: the branch is made at launch). */
+  readonly integrationText: string | null;
   /** "spent $0.40 of $1.00 (40 %)". */
   readonly spendText: string;
   readonly budgetState: 'none' | 'ok' | 'warning' | 'reached';
@@ -329,6 +337,11 @@ export interface GroupProbe {
   readonly budgetNote: string | null;
   /** Per feature row: `id: status`. */
   readonly features: readonly string[];
+  /** Per feature row in the merge queue: `id: merge text`. */
+  readonly merges: readonly string[];
+  /** "1 of 3 merged" as shown (null: not shown). */
+  readonly merged: string | null;
+  readonly integration: string | null;
   readonly actions: readonly string[];
   /** The conflict radar's rows as rendered. */
   readonly overlaps: readonly string[];

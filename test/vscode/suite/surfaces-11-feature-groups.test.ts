@@ -215,15 +215,19 @@ describe('feature groups in VS Code: Execute PRD, Loop Explorer, dashboard, grou
       const n = findGroupNode(await tree(), shop.id);
       return n?.contextValue === 'forge.group.ended' ? n : undefined;
     }, 30_000, 500);
-    assert.match(node.description ?? '', /^completed · 3\/3 done · /);
+    assert.match(node.description ?? '', /^completed · 3\/3 done · 3 of 3 merged · /);
+    assert.match(node.tooltip ?? '', new RegExp(`Merged: 3 of 3 merged\nIntegration branch: forge/group/${shop.id}\n`));
+    assert.ok(node.children.every((c) => / · merged$/.test(c.description ?? '')), JSON.stringify(node.children.map((c) => c.description)));
     assert.deepEqual(node.children.map((c) => c.label), ['a', 'b', 'c'].map((id) => `${shop.id}-${id}`));
     assert.ok(node.children.every((c) => c.icon === 'pass-filled'));
     await waitFor('the completion notification', () => api.notifications().some((n) => n.message.includes(`"${shop.id}" completed`)), 30_000);
     const probe = await waitFor('the Group part completed', async () => {
       const p = await api.dashboard().probe();
-      return p.group?.progress === '3/3 done' ? p : undefined;
+      return p.group?.progress === '3/3 done' && p.group.merged === '3 of 3 merged' ? p : undefined;
     }, 30_000, 500);
     assert.deepEqual(probe.group!.actions, []);
+    assert.equal(probe.group!.merged, '3 of 3 merged');
+    assert.equal(probe.group!.integration, `Integration branch: forge/group/${shop.id}`);
   });
 
   it('a tiny token budget pauses the group (budget_reached), said once; a resume without room is refused; "Resume Group…" with more completes it', async () => {
@@ -255,7 +259,7 @@ describe('feature groups in VS Code: Execute PRD, Loop Explorer, dashboard, grou
 
     const node = findGroupNode(await tree(), 'thrift')!;
     assert.equal(node.contextValue, 'forge.group.paused');
-    assert.match(node.description ?? '', /^paused: budget reached · \d\/2 done · spent [\d,]+ tokens of 1 tokens \(\d+ %\)$/);
+    assert.match(node.description ?? '', /^paused: budget reached · \d\/2 done(?: · \d of 2 merged)? · spent [\d,]+ tokens of 1 tokens \(\d+ %\)$/);
     await vscode.commands.executeCommand('forge.openDashboard', { projectId: ref.projectId, groupId: 'thrift' });
     const probe = await waitFor('the Group part paused', async () => {
       const p = await api.dashboard().probe();
