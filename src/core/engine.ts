@@ -328,7 +328,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     return m;
   }
   const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
-    if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'the host (the loop ran unconfined)', release: async () => undefined };
+    if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
     const config = await loopSandboxConfig(loop);
     const m = mergeSandboxManagerFor(config.driver);
     const request: LoopSandboxRequest = {
@@ -349,7 +349,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
     return {
       exec: sandboxCheckExecutor(m.runtime, name),
-      where: `a ${config.driver} sandbox`,
+      where: `in a ${config.driver} sandbox of their own`,
       release: () => m.stop(loop.name),
     };
   };

@@ -48,7 +48,7 @@ export interface MergeQueueDeps {
 /** An executor for the checks of one merged tree, held from before its first check to after its last. */
 export interface MergeCheckRun {
   exec: CheckExecutor;
-  /** Where the checks run, for the merge state's message ("a bwrap sandbox", "the host"). */
+  /** Where the checks run, for the merge state's message ("in a bwrap sandbox", "on the host"). */
   where: string;
   /** Stops and removes what was started for these checks; called once, also after a failure. */
   release(): Promise<void>;
@@ -64,7 +64,7 @@ export type MergeCheckExecutorPort = (loop: LoopRow, dir: string) => Promise<Mer
 /** Without an engine port: the host for unconfined loops, nothing at all for a sandboxed one. */
 const hostOnlyPort: MergeCheckExecutorPort = async (loop) => {
   if (loop.sandbox) throw new Error(`loop ${loop.name} runs sandboxed, and this Forge has no sandbox for the merge queue's checks`);
-  return { exec: hostCheckExecutor(), where: 'the host', release: async () => undefined };
+  return { exec: hostCheckExecutor(), where: 'on the host', release: async () => undefined };
 };
 
 export interface MergeQueue {
@@ -127,7 +127,7 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
     try {
       return await checksOn(all, dir, run.exec);
     } finally {
-      await run.release().catch((e) => deps.log.warn(`[group ${g.id}] merge queue: releasing the checks' ${run.where}: ${String(e)}`));
+      await run.release().catch((e) => deps.log.warn(`[group ${g.id}] merge queue: releasing what ran the checks (${run.where}): ${String(e)}`));
     }
   }
 
@@ -163,7 +163,7 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
             loopName: loop.name,
             check: (dir) => checkMergedTree(g, featureId, loop, dir, ran),
           });
-          if (attempt.kind === 'merged' && ran.where) attempt = { ...attempt, message: `${attempt.message} They ran in ${ran.where}.` };
+          if (attempt.kind === 'merged' && ran.where) attempt = { ...attempt, message: `${attempt.message} They ran ${ran.where}.` };
         } catch (error) {
           attempt = { kind: 'failed', message: (error as Error).message };
         }

@@ -123,7 +123,7 @@ describe('groups: the merge queue runs the merged tree’s checks confined (real
     const after = await queue(async (loop) => {
       calls.push(`acquire ${loop.name} sandbox=${loop.sandbox}`);
       return {
-        where: 'a stand-in',
+        where: 'in a stand-in',
         exec: async (req) => {
           calls.push(`exec ${req.command}`);
           return { exitCode: 0, signal: null, timedOut: false, outputTail: '', outputBytes: 0, outputTruncated: false };
