@@ -120,7 +120,7 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
       run = await (deps.mergeCheckExecutor ?? hostOnlyPort)(confiner, dir);
     } catch (error) {
       throw new Error(
-        `Forge could not start the sandbox for the checks of the merged tree (${(error as Error).message}). The checks did not run, not on the host either; ${integrationBranchOf(g.id)} was not moved and the work is kept on ${merging.branch ?? 'its loop branch'}. Resume the group once the sandbox works.`,
+        `Forge could not start the sandbox for the checks of the merged tree (${(error as Error).message}). The checks did not run, not on the host either; ${integrationBranchOf(g.id)} was not moved and the work is kept on ${merging.branch ?? 'its loop branch'}.`,
       );
     }
     ran.where = run.where;
