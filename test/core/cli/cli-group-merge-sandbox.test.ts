@@ -109,4 +109,22 @@ describe('forge group: the merge queue’s checks run in a bwrap sandbox for san
     assert.equal(await repo.git('show', 'forge/group/sbx:probe.sh'), `${probe}\n`);
     assert.equal((await repo.git('ls-tree', '--name-only', 'main')).trim(), 'README.md');
   });
+
+  it('an unconfined group (--no-sandbox): its merged-tree checks run on the host as its loops did, and the merge state says so', async () => {
+    const prd = ['# Plain shop', '', 'A plain shop.', '', '## Feature basket: Basket', '', '### Write basket.txt', `${fence}txt file=basket.txt`, 'pears', fence, 'Verify: `grep -qx pears basket.txt`', ''].join('\n');
+    const path = join(work, 'plain-shop.md');
+    await writeFile(path, prd);
+    const r = await runner.run(['group', path, '--name', 'plain', '--launch', '--no-sandbox', '--json'], { timeoutMs: 800_000, env: { FORGE_LOG: 'debug' } });
+    const said = `${r.stdout}\n--- stderr ---\n${r.stderr}`;
+    assert.equal(r.code, 0, said);
+    const merged = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as EventLine)
+      .filter((e) => e.type === 'group.merge' && e.state === 'merged');
+    assert.equal(merged.length, 1, said);
+    assert.match(merged[0]!.message ?? '', /its checks passed on the merged tree\. They ran on the host \(the loop ran unconfined\)\.$/, said);
+    assert.doesNotMatch(r.stderr, /the merge queue's checks of loop plain-basket run in it/, said);
+    assert.equal(await repo.git('show', 'forge/group/plain:basket.txt'), 'pears\n');
+  });
 });

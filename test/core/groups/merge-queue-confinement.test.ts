@@ -47,8 +47,11 @@ describe('groups: the merge queue runs the merged tree’s checks confined (real
     data.cleanup();
   });
 
-  /** A group of one completed feature queued to merge; its loop branch adds work.txt; its check writes `marker`. */
-  async function setUp(sandbox: boolean) {
+  /**
+   * A group whose feature `one` completed and is queued to merge (its loop branch has one commit;
+   * its check writes `marker`); with `mergedBefore`, a feature `two` merged already, whose loop ran sandboxed.
+   */
+  async function setUp(sandbox: boolean, mergedBefore = false) {
     const base = (await repo.git('rev-parse', 'HEAD')).trim();
     await repo.git('branch', integrationBranchOf('g'), base);
     await repo.git('checkout', '-q', '-b', 'forge/g-one');
@@ -72,8 +75,15 @@ describe('groups: the merge queue runs the merged tree’s checks confined (real
       source: 'PRD.md',
       repoDir: repo.dir,
       maxConcurrent: 2,
-      features: [{ id: 'one', title: 'one', dependsOn: [], plan: '# one', planPath: join(repo.dir, 'one.md'), status: 'completed', loopName: 'g-one', error: null }],
+      features: [
+        { id: 'one', title: 'one', dependsOn: [], plan: '# one', planPath: join(repo.dir, 'one.md'), status: 'completed', loopName: 'g-one', error: null },
+        ...(mergedBefore ? [{ id: 'two', title: 'two', dependsOn: [], plan: '# two', planPath: join(repo.dir, 'two.md'), status: 'completed' as const, loopName: 'g-two', error: null }] : []),
+      ],
     });
+    if (mergedBefore) {
+      repos.loops.create(P, { name: 'g-two', kind: 'plan', status: 'completed', branch: 'forge/g-two', repoDir: repo.dir, sandbox: true, state: { gitCommonDir: join(repo.dir, '.git'), checks: [{ ...check, command: 'true' }] } });
+      repos.featureGroups.updateFeature(P, 'g', 'two', { merge: { state: 'merged', message: null, commit: base, reopened: 0, at: Date.now(), awaitingReopen: false } });
+    }
     return repos.featureGroups.updateFeature(P, 'g', 'one', { merge: { state: 'queued', message: null, commit: null, reopened: 0, at: Date.now(), awaitingReopen: false } });
   }
 
@@ -138,5 +148,26 @@ describe('groups: the merge queue runs the merged tree’s checks confined (real
     assert.equal(f.merge?.state, 'merged', JSON.stringify(f));
     assert.match(f.merge?.message ?? '', /its checks passed on the merged tree\. They ran in a stand-in\.$/);
     assert.equal(existsSync(marker), false, 'the stand-in ran nothing');
+  });
+
+  it('an unconfined loop merging into a tree that holds a sandboxed loop’s work: the checks get that loop’s confinement', async () => {
+    const g = await setUp(false, true);
+    const asked: Array<{ name: string; sandbox: boolean }> = [];
+    const commands: string[] = [];
+    const after = await queue(async (loop) => {
+      asked.push({ name: loop.name, sandbox: loop.sandbox });
+      return {
+        where: 'in a stand-in sandbox',
+        exec: async (req) => {
+          commands.push(req.command);
+          return { exitCode: 0, signal: null, timedOut: false, outputTail: '', outputBytes: 0, outputTruncated: false };
+        },
+        release: async () => undefined,
+      };
+    }).step(g);
+    assert.deepEqual(asked, [{ name: 'g-two', sandbox: true }]);
+    assert.deepEqual(commands, [`echo escaped > ${marker}`, 'true'], 'both features’ checks, through the sandboxed loop’s executor');
+    assert.equal(after.features[0]!.merge?.state, 'merged');
+    assert.equal(existsSync(marker), false);
   });
 });
