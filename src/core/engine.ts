@@ -39,7 +39,7 @@ import {
   type SandboxState,
 } from './sandbox';
 import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shell';
-import { sandboxCheckExecutor } from './checks';
+import { hostCheckExecutor, sandboxCheckExecutor } from './checks';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from './storage/repositories';
 import { createGitRunner, createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
@@ -49,6 +49,7 @@ import type { PermissionRule } from './opencode/agent-client';
 import { createLiveFeed, type LiveFeed } from './live/live-feed';
 import { createFeatureGroupService, type FeatureGroupServiceHandle } from './groups/feature-group-service';
 import type { FeatureGroupService } from './groups/group-types';
+import type { MergeCheckExecutorPort } from './groups/merge-queue';
 
 export type { EngineLog };
 
@@ -305,6 +306,54 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
   };
 
+  // ---- The merge queue's checks ----------------------------------------------------------
+  // A merged tree's checks run code the agents wrote: for a sandboxed loop, in a sandbox of its
+  // own (the loop's driver, network, limits and image) whose writable worktree is the scratch
+  // merge worktree, started for the checks and removed after them. Its names have a prefix of
+  // their own (`forge-<6 hex>m-<loop>`, at most 62 characters): the loops' orphan cleanup, which
+  // lists `forge-<6 hex>-`, never takes a merge sandbox for a finished loop's and removes it
+  // mid-check; a leftover (a killed Forge) is replaced at the loop's next merge attempt.
+  const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
+  function mergeSandboxManagerFor(driver: SandboxDriverName): SandboxManager {
+    let m = mergeSandboxManagers.get(driver);
+    if (!m) {
+      m = new SandboxManager({
+        runtime: sandboxRuntimeFor(driver),
+        prefix: `${sandboxPrefix.slice(0, -1)}m-`,
+        isLoopRunning: () => true,
+        onWarning: (message) => log.warn(`[sandbox] ${message}`),
+      });
+      mergeSandboxManagers.set(driver, m);
+    }
+    return m;
+  }
+  const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
+    if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
+    const config = await loopSandboxConfig(loop);
+    const m = mergeSandboxManagerFor(config.driver);
+    const request: LoopSandboxRequest = {
+      loopName: loop.name,
+      worktreeDir: dir,
+      gitCommonDir: readExtras(loop).gitCommonDir,
+      network: config.network,
+      limits: config.limits,
+      image: config.image,
+    };
+    try {
+      await m.start(request);
+    } catch (error) {
+      await m.stop(loop.name).catch(() => undefined);
+      throw error;
+    }
+    const name = m.sandboxName(loop.name);
+    log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
+    return {
+      exec: sandboxCheckExecutor(m.runtime, name),
+      where: `in a ${config.driver} sandbox of their own`,
+      release: () => m.stop(loop.name),
+    };
+  };
+
   const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
   const loopJobs = new LoopJobRegistry();
   /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
@@ -403,6 +452,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     repos,
     runtime,
     worktrees,
+    mergeCheckExecutor,
     settings: options.settings,
     // Unlike the architect, the splitter may run on the embedded model: it splits PRDs that spell
     // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.

@@ -46,6 +46,8 @@ export interface FeatureGroupServiceDeps extends ReadOnlyTurnDeps {
   resolveSplitterModel(requested: string | null): Promise<string | null>;
   /** The merge queue's git: the integration branch `forge/group/<id>` and the merges into it (absent: no merge queue). */
   worktrees?: MergeQueueDeps['worktrees'];
+  /** Where the merge queue runs the merged tree's checks: the loops' confinement (the engine's sandbox port). */
+  mergeCheckExecutor?: MergeQueueDeps['mergeCheckExecutor'];
 }
 
 export interface FeatureGroupServiceHandle extends FeatureGroupService {
@@ -71,7 +73,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
       }
     }
   };
-  const runner = createGroupRunner({ repos, runtime, emit, log: deps.log, ...(deps.worktrees ? { worktrees: deps.worktrees } : {}) });
+  const runner = createGroupRunner({ repos, runtime, emit, log: deps.log, ...(deps.worktrees ? { worktrees: deps.worktrees } : {}), ...(deps.mergeCheckExecutor ? { mergeCheckExecutor: deps.mergeCheckExecutor } : {}) });
   /** The conflict radar: its last reading per group, and one reading at a time per group. */
   const radarGit = createReadOnlyGitRunner();
   const overlapsRead = new Map<string, FileOverlap[]>();

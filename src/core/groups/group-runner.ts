@@ -23,6 +23,8 @@ export interface GroupRunnerDeps {
   log: { info(m: string): void; warn(m: string): void };
   /** The merge queue's git (issue 14 part 4); without it completed features are not merged (unit tests of the scheduling). */
   worktrees?: MergeQueueDeps['worktrees'];
+  /** Where the merge queue runs the merged tree's checks (merge-queue.ts). */
+  mergeCheckExecutor?: MergeQueueDeps['mergeCheckExecutor'];
 }
 
 export interface GroupRunner {
@@ -50,7 +52,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
   /** Which group and feature a loop belongs to (loops of driven groups). */
   const loops = new Map<string, { groupId: string; featureId: string }>();
   let disposed = false;
-  const queue = deps.worktrees ? createMergeQueue({ repos, runtime, worktrees: deps.worktrees, emit, log: deps.log }) : null;
+  const queue = deps.worktrees ? createMergeQueue({ repos, runtime, worktrees: deps.worktrees, emit, log: deps.log, ...(deps.mergeCheckExecutor ? { mergeCheckExecutor: deps.mergeCheckExecutor } : {}) }) : null;
   /** A feature whose loop completed: with a merge queue, it is queued to merge. */
   const completedPatch = (f: { merge?: GroupFeaturePatch['merge'] }): GroupFeaturePatch => ({ status: 'completed', error: null, ...(queue ? { merge: queuedOnCompletion(f.merge, Date.now()) } : {}) });
 

@@ -13,11 +13,17 @@
  * they are in the finding; the loop's next commit completes the merge, so the loop's branch then
  * holds everything integrated and the queue's next attempt merges cleanly. A rebase would
  * rewrite the loop's history and stop at every conflicting commit instead.
+ *
+ * The merged tree's checks run code the agents wrote, so they run confined as the loops did:
+ * through `mergeCheckExecutor`, the engine's port, in a short-lived sandbox of its own over the
+ * scratch worktree when a loop whose work is in that tree ran sandboxed, on the host (without
+ * credentials) only when none did. A sandbox that cannot start fails the merge attempt; the
+ * checks never fall back to the host.
  */
-import { runChecks, summariseCheckResults, type CheckSpec } from '../checks';
+import { hostCheckExecutor, runChecks, summariseCheckResults, type CheckExecutor, type CheckSpec } from '../checks';
 import { readExtras } from '../loop/loop-extras';
 import type { LoopRuntime } from '../loop/runtime-types';
-import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../storage/repositories';
+import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch, LoopRow } from '../storage/repositories';
 import { integrationBranchOf, type IntegrationMergeResult, type IntegrationMerges } from '../workspace/merge-integration';
 import type { EnsureWorktreeResult, MergeResult } from '../workspace/worktree-types';
 import type { GroupEvent, GroupRef } from './group-types';
@@ -32,7 +38,34 @@ export interface MergeQueueDeps {
   };
   emit(event: GroupEvent): void;
   log: { info(m: string): void; warn(m: string): void };
+  /**
+   * Where the merged tree's checks run (the engine's sandbox port). Absent (unit tests of the
+   * queue): the host for a tree of unconfined loops only; a sandboxed loop's merge then fails.
+   */
+  mergeCheckExecutor?: MergeCheckExecutorPort;
 }
+
+/** An executor for the checks of one merged tree, held from before its first check to after its last. */
+export interface MergeCheckRun {
+  exec: CheckExecutor;
+  /** Where the checks run, for the merge state's message ("in a bwrap sandbox", "on the host"). */
+  where: string;
+  /** Stops and removes what was started for these checks; called once, also after a failure. */
+  release(): Promise<void>;
+}
+
+/**
+ * Gives the checks of the merged tree in `dir` (the scratch worktree under `<dataDir>/worktrees/`)
+ * the confinement of `loop`: its sandbox's driver and settings, over `dir`, for a sandboxed loop;
+ * the host for an unconfined one. Rejects (nothing was run) when that confinement cannot be had.
+ */
+export type MergeCheckExecutorPort = (loop: LoopRow, dir: string) => Promise<MergeCheckRun>;
+
+/** Without an engine port: the host for unconfined loops, nothing at all for a sandboxed one. */
+const hostOnlyPort: MergeCheckExecutorPort = async (loop) => {
+  if (loop.sandbox) throw new Error(`loop ${loop.name} runs sandboxed, and this Forge has no sandbox for the merge queue's checks`);
+  return { exec: hostCheckExecutor(), where: 'on the host', release: async () => undefined };
+};
 
 export interface MergeQueue {
   /** Merges what is queued, one at a time, then sends failed merges back to coding as slots free. */
@@ -40,6 +73,11 @@ export interface MergeQueue {
 }
 
 const OUTPUT_IN_FINDING = 2_000;
+
+/** Never called: a tree whose checks are file assertions only needs no executor (and gets one that runs nothing). */
+const refuseCommands: CheckExecutor = async () => {
+  throw new Error('no executor was given for commands');
+};
 
 export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
   const { repos, runtime, emit } = deps;
@@ -56,24 +94,49 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
   }
 
   /** The checks the merged tree must pass: the merging loop's and those of every feature merged before it. */
-  function checksFor(g: FeatureGroupRow, featureId: string): Array<{ feature: string; checks: CheckSpec[]; timeoutMs: number | undefined }> {
-    const out: Array<{ feature: string; checks: CheckSpec[]; timeoutMs: number | undefined }> = [];
+  function checksFor(g: FeatureGroupRow, featureId: string): Array<{ feature: string; loop: LoopRow; checks: CheckSpec[]; timeoutMs: number | undefined }> {
+    const out: Array<{ feature: string; loop: LoopRow; checks: CheckSpec[]; timeoutMs: number | undefined }> = [];
     for (const f of g.features) {
       if (f.id !== featureId && f.merge?.state !== 'merged') continue;
       const loop = f.loopName ? repos.loops.get(g.projectId, f.loopName) : undefined;
       if (!loop) continue;
       const extras = readExtras(loop);
-      out.push({ feature: f.id, checks: extras.checks ?? [], timeoutMs: extras.checkTimeoutMs });
+      out.push({ feature: f.id, loop, checks: extras.checks ?? [], timeoutMs: extras.checkTimeoutMs });
     }
     return out;
   }
 
-  async function checkMergedTree(g: FeatureGroupRow, featureId: string, dir: string): Promise<string | null> {
+  /**
+   * Runs the checks on the merged tree in `dir`, confined as `merging` ran; when it ran
+   * unconfined but the tree holds the work of a sandboxed loop merged before it, as that loop
+   * ran (the tree holds its code too). The executor is held for all the checks and always released.
+   */
+  async function checkMergedTree(g: FeatureGroupRow, featureId: string, merging: LoopRow, dir: string, ran: { where: string | null }): Promise<string | null> {
+    const all = checksFor(g, featureId);
+    if (!all.some((c) => c.checks.some((spec) => spec.kind === 'command'))) return checksOn(all, dir, undefined);
+    const confiner = merging.sandbox ? merging : (all.find((c) => c.loop.sandbox)?.loop ?? merging);
+    let run: MergeCheckRun;
+    try {
+      run = await (deps.mergeCheckExecutor ?? hostOnlyPort)(confiner, dir);
+    } catch (error) {
+      throw new Error(
+        `Forge could not start the sandbox for the checks of the merged tree (${(error as Error).message}). The checks did not run, not on the host either; ${integrationBranchOf(g.id)} was not moved and the work is kept on ${merging.branch ?? 'its loop branch'}.`,
+      );
+    }
+    ran.where = run.where;
+    try {
+      return await checksOn(all, dir, run.exec);
+    } finally {
+      await run.release().catch((e) => deps.log.warn(`[group ${g.id}] merge queue: releasing what ran the checks (${run.where}): ${String(e)}`));
+    }
+  }
+
+  async function checksOn(all: ReturnType<typeof checksFor>, dir: string, exec: CheckExecutor | undefined): Promise<string | null> {
     const failures: string[] = [];
-    for (const { feature, checks, timeoutMs } of checksFor(g, featureId)) {
+    for (const { feature, checks, timeoutMs } of all) {
       if (checks.length === 0) continue;
-      // On the host: the merged tree is a throw-away worktree outside any loop's sandbox.
-      const results = await runChecks(checks, { cwd: dir, ...(timeoutMs ? { timeoutMs } : {}) });
+      // File assertions need no executor (they read the tree in Node); commands always get one.
+      const results = await runChecks(checks, { cwd: dir, ...(exec ? { exec } : { exec: refuseCommands }), ...(timeoutMs ? { timeoutMs } : {}) });
       const summary = summariseCheckResults(results);
       if (summary.passed) continue;
       for (const r of summary.failed) {
@@ -89,6 +152,7 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
     const loop = f.loopName ? repos.loops.get(g.projectId, f.loopName) : undefined;
     for (let moves = 0; ; moves++) {
       let attempt: IntegrationMergeResult;
+      const ran: { where: string | null } = { where: null };
       if (!loop?.branch || !loop.repoDir) attempt = { kind: 'failed', message: `Its loop ${f.loopName ?? '(none)'} has no branch to merge.` };
       else {
         try {
@@ -97,8 +161,9 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
             groupId: g.id,
             loopBranch: loop.branch,
             loopName: loop.name,
-            check: (dir) => checkMergedTree(g, featureId, dir),
+            check: (dir) => checkMergedTree(g, featureId, loop, dir, ran),
           });
+          if (attempt.kind === 'merged' && ran.where) attempt = { ...attempt, message: `${attempt.message} They ran ${ran.where}.` };
         } catch (error) {
           attempt = { kind: 'failed', message: (error as Error).message };
         }
