@@ -261,6 +261,10 @@ async function main() {
       process.exit(2);
     }
   }
+  if (!modes.some((m) => MODES[m].built)) {
+    console.error(`--mode ${modes.join(',')}: not built yet (${modes.map((m) => `${m}: ${MODES[m].what}`).join('; ')}); nothing to measure. Built: ${Object.keys(MODES).filter((m) => MODES[m].built).join(', ')}.`);
+    process.exit(2);
+  }
 
   const cli = path.join(root, 'dist/cli.cjs');
   if (!existsSync(cli) || process.env.FORGE_BENCH_REBUILD !== '0') {
@@ -275,7 +279,7 @@ async function main() {
   const live = new Set(); // CLI child processes still running
   let currentMarker = ''; // the running step's environment marker
   let lastSeen = []; // processes the sampler saw in the step that just ended
-  /** Kills every process of the current step (CLIs, their servers, whatever they started); how many outlived their CLI. */
+  /** SIGKILLs every process of the current step (CLIs, their servers, whatever they started); the names of those that outlived their CLI. */
   const sweep = () => {
     const now = runProcesses([...live].map((c) => c.pid), currentMarker);
     const cliPids = new Set([...live].map((c) => c.pid));
@@ -546,6 +550,5 @@ async function main() {
   }
   console.log('');
   console.log('Targets (issue 14, for the shared mode): per extra loop ≤ 100 MB, first prompt of the 2nd and later loops < 500 ms, 16 of 16 completed.');
-  if (!modes.some((m) => MODES[m].built)) console.log('No built mode was asked for: nothing measured.');
   process.exit(rows.some((r) => r.failed) ? 1 : 0);
 }
