@@ -68,19 +68,16 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     }
     return rt;
   }
-  function sandboxManagerFor(driver: SandboxDriverName): SandboxManager {
-    let m = sandboxManagers.get(driver);
+  /** The manager of `driver` in `cache`, made on first use over the driver's one runtime. */
+  function managerIn(cache: Map<SandboxDriverName, SandboxManager>, driver: SandboxDriverName, prefix: string, isLoopRunning: (name: string) => boolean): SandboxManager {
+    let m = cache.get(driver);
     if (!m) {
-      m = new SandboxManager({
-        runtime: sandboxRuntimeFor(driver),
-        prefix: sandboxPrefix,
-        isLoopRunning: (name) => isRunningAnywhere(name),
-        onWarning: (message) => log.warn(`[sandbox] ${message}`),
-      });
-      sandboxManagers.set(driver, m);
+      m = new SandboxManager({ runtime: sandboxRuntimeFor(driver), prefix, isLoopRunning, onWarning: (message) => log.warn(`[sandbox] ${message}`) });
+      cache.set(driver, m);
     }
     return m;
   }
+  const sandboxManagerFor = (driver: SandboxDriverName) => managerIn(sandboxManagers, driver, sandboxPrefix, isRunningAnywhere);
   let driverResolution: { setting: string; result: Promise<DriverResolution> } | undefined;
   /**
    * The driver `forge.sandbox.driver` picks now. Resolved again whenever the setting
@@ -224,19 +221,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   // lists `forge-<6 hex>-`, never takes a merge sandbox for a finished loop's and removes it
   // mid-check; a leftover (a killed Forge) is replaced at the loop's next merge attempt.
   const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
-  function mergeSandboxManagerFor(driver: SandboxDriverName): SandboxManager {
-    let m = mergeSandboxManagers.get(driver);
-    if (!m) {
-      m = new SandboxManager({
-        runtime: sandboxRuntimeFor(driver),
-        prefix: `${sandboxPrefix.slice(0, -1)}m-`,
-        isLoopRunning: () => true,
-        onWarning: (message) => log.warn(`[sandbox] ${message}`),
-      });
-      mergeSandboxManagers.set(driver, m);
-    }
-    return m;
-  }
+  const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, `${sandboxPrefix.slice(0, -1)}m-`, () => true);
   const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
     if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
     const config = await loopSandboxConfig(loop);

@@ -78,8 +78,6 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   const radarGit = createReadOnlyGitRunner();
   const overlapsRead = new Map<string, FileOverlap[]>();
   const radarQueues = new Map<string, { chain: Promise<unknown>; refreshQueued: boolean }>();
-  /** Which group a loop this process saw start belongs to (from the group.feature events). */
-  const loopGroups = new Map<string, GroupRef>();
   let radarStopped = false;
   let radarPoll: ReturnType<typeof setInterval> | undefined;
 
@@ -207,14 +205,13 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   function pollRadar(): void {
     if (radarPoll || radarStopped) return;
     radarPoll = setInterval(() => {
-      const driven = new Map<string, GroupRef>();
-      for (const ref of loopGroups.values()) if (runner.isDriving(ref)) driven.set(key(ref), ref);
-      if (driven.size === 0 || radarStopped) {
+      const driven = runner.drivenGroups();
+      if (driven.length === 0 || radarStopped) {
         clearInterval(radarPoll);
         radarPoll = undefined;
         return;
       }
-      for (const ref of driven.values()) refreshRadar(ref);
+      for (const ref of driven) refreshRadar(ref);
     }, RADAR_POLL_MS);
     radarPoll.unref?.();
   }
@@ -224,7 +221,6 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   // changes (the set of live loops changes), and every few seconds.
   listeners.add((e) => {
     if (e.type === 'group.feature') {
-      if (e.loopName) loopGroups.set(key({ projectId: e.group.projectId, id: e.loopName }), e.group);
       refreshRadar(e.group);
       pollRadar();
     } else if (e.type === 'group.ended') refreshRadar(e.group);
@@ -232,8 +228,8 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   const radarEvents = new Set(['loop.started', 'loop.usage', 'loop.phase', 'loop.commit', 'loop.check', 'loop.ended']);
   const unsubscribeRadar = runtime.subscribe((e) => {
     if (!radarEvents.has(e.type)) return;
-    const ref = loopGroups.get(key({ projectId: e.loop.projectId, id: e.loop.name }));
-    if (ref && runner.isDriving(ref)) refreshRadar(ref);
+    const ref = runner.drivenGroupOf(e.loop.projectId, e.loop.name);
+    if (ref) refreshRadar(ref);
   });
 
   function readReviewCopy(f: GroupFeature): string {

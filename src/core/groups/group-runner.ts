@@ -11,7 +11,7 @@ import type { FeatureGroupRow, ForgeRepositories, GroupFeaturePatch } from '../s
 import type { FeatureStatus } from '../vocabulary/group-vocabulary';
 import { groupBudgetDecision, groupSpend, hasGroupBudget, loopSpend } from './group-spend';
 import type { GroupEvent, GroupRef } from './group-types';
-import { createMergeQueue, type MergeQueueDeps } from './merge-queue';
+import { createMergeQueue, groupMergeEvent, type MergeQueueDeps } from './merge-queue';
 import { integrationBranchOf } from '../workspace/merge-integration';
 import { dependenciesMerged, mergedGroupOutcome, queuedOnCompletion } from './merge-queue-order';
 import { groupOutcome, schedule } from './scheduler';
@@ -37,6 +37,10 @@ export interface GroupRunner {
   watch(ref: GroupRef): void;
   /** Whether this process drives the group. */
   isDriving(ref: GroupRef): boolean;
+  /** The groups this process drives now. */
+  drivenGroups(): GroupRef[];
+  /** The driven group a loop belongs to (a feature's loop), if any. */
+  drivenGroupOf(projectId: string, loopName: string): GroupRef | undefined;
   /** The loop name of a group's feature. */
   loopNameOf(groupId: string, featureId: string): string;
   /** Stops driving (engine shutdown): running groups become paused with reason `interrupted`. */
@@ -63,10 +67,7 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
     const f = row.features.find((x) => x.id === featureId)!;
     emit({ type: 'group.feature', group: { projectId: g.projectId, id: g.id }, featureId, status: f.status, loopName: f.loopName });
     // Queued to merge (its loop completed): the merge queue's first state, as an event of its own.
-    if (patch.merge) {
-      const m = patch.merge;
-      emit({ type: 'group.merge', group: { projectId: g.projectId, id: g.id }, featureId, loopName: f.loopName, state: m.state, message: m.message, commit: m.commit, reopened: m.reopened, awaitingReopen: m.awaitingReopen });
-    }
+    if (patch.merge) emit(groupMergeEvent({ projectId: g.projectId, id: g.id }, featureId, f.loopName, patch.merge));
     return row;
   }
 
@@ -245,6 +246,11 @@ export function createGroupRunner(deps: GroupRunnerDeps): GroupRunner {
       return enqueue(ref);
     },
     isDriving: (ref) => driven.has(key(ref.projectId, ref.id)),
+    drivenGroups: () => [...driven.values()].map((d) => d.ref),
+    drivenGroupOf(projectId, loopName) {
+      const owner = loops.get(key(projectId, loopName));
+      return owner && driven.has(key(projectId, owner.groupId)) ? { projectId, id: owner.groupId } : undefined;
+    },
     dispose() {
       if (disposed) return;
       disposed = true;

@@ -67,6 +67,11 @@ const hostOnlyPort: MergeCheckExecutorPort = async (loop) => {
   return { exec: hostCheckExecutor(), where: 'on the host', release: async () => undefined };
 };
 
+/** The `group.merge` event of a feature's new merge state (the queue's, and the runner's `queued` on completion). */
+export function groupMergeEvent(group: GroupRef, featureId: string, loopName: string | null, merge: NonNullable<GroupFeaturePatch['merge']>): GroupEvent {
+  return { type: 'group.merge', group, featureId, loopName, state: merge.state, message: merge.message, commit: merge.commit, reopened: merge.reopened, awaitingReopen: merge.awaitingReopen };
+}
+
 export interface MergeQueue {
   /** Merges what is queued, one at a time, then sends failed merges back to coding as slots free. */
   step(g: FeatureGroupRow): Promise<FeatureGroupRow>;
@@ -87,9 +92,7 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
     const row = repos.featureGroups.updateFeature(g.projectId, g.id, featureId, patch);
     const f = row.features.find((x) => x.id === featureId)!;
     if (patch.status !== undefined) emit({ type: 'group.feature', group: refOf(g), featureId, status: f.status, loopName: f.loopName });
-    if (patch.merge) {
-      emit({ type: 'group.merge', group: refOf(g), featureId, loopName: f.loopName, state: patch.merge.state, message: patch.merge.message, commit: patch.merge.commit, reopened: patch.merge.reopened, awaitingReopen: patch.merge.awaitingReopen });
-    }
+    if (patch.merge) emit(groupMergeEvent(refOf(g), featureId, f.loopName, patch.merge));
     return row;
   }
 
