@@ -144,7 +144,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     resolveDriver: () => resolveSandboxDriver(),
     async prepareHost(loop) {
       const shell = await prepareAgentHostShell({ dir: hostShellDir(loop), loopName: loop.name, basePath: baseEnv().PATH });
-      return { env: shell.env, config: shell.config, callsDir: shell.callsDir };
+      return { env: shell.env, config: shell.config, callsDir: shell.callsDir, shellPath: shell.shellPath };
     },
     async releaseHost(loop) {
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
@@ -156,7 +156,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       try {
         const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
         const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
-        return { env: additions.env, config: additions.config, callsDir: additions.callsDir };
+        return { env: additions.env, config: additions.config, callsDir: additions.callsDir, shellPath: additions.shellShimPath, ripgrepPath: additions.ripgrepShimPath };
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {

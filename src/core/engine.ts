@@ -21,6 +21,7 @@ import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
+import { createSharedOpencodePool } from './opencode/shared-opencode';
 import { buildImage } from './sandbox';
 import { createEngineSandboxes } from './engine-sandboxes';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
@@ -124,6 +125,8 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
 
   const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
+  // One opencode server for the loops of this process (per confinement and configuration).
+  const sharedOpencode = createSharedOpencodePool({ root: join(dataDir, 'opencode-shared'), log: (m) => log.info(`[opencode] ${m}`) });
   const loopJobs = new LoopJobRegistry();
   /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
   function toolServerFor(projectId: string): Promise<ForgeToolServer> {
@@ -179,6 +182,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       };
     },
     sandbox: sandboxPort,
+    sharedOpencode,
   });
 
   /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
@@ -350,6 +354,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       // Before the loops stop: a group this process drives is paused (interrupted), not failed.
       groups.dispose();
       await runtime.dispose('shutdown');
+      await sharedOpencode.dispose().catch((e) => log.warn(`stopping the shared opencode servers: ${String(e)}`));
       for (const s of toolServers.values()) await (await s).close().catch(() => {});
       if (embedded) await (await embedded).close().catch(() => {});
       await db.close();

@@ -139,6 +139,12 @@ const settingSpecs = {
     default: '',
     description: 'Attach to this running opencode server instead of starting one (advanced).',
   },
+  'forge.opencode.serverMode': {
+    schema: z.enum(['shared', 'perLoop']),
+    default: 'shared' as 'shared' | 'perLoop',
+    description:
+      'How loops get their opencode server. "shared": the loops of one Forge process share one server (each in its own worktree instance, with its own tools and its own sandbox), which starts a loop in well under a second and costs far less memory. "perLoop": every loop starts a server of its own.',
+  },
   'forge.dataDir': {
     schema: z.string(),
     default: '',

@@ -26,6 +26,11 @@ export interface StoredLoopExtras {
   opencodePid?: number | null;
   /** Marker in the environment of every process of that server (see server-process.ts). */
   opencodeMarker?: string | null;
+  /**
+   * On a server shared with other loops (which a takeover must not kill): the FORGE_LOOP_INSTANCE
+   * marker of every process this loop's agent started through the server's router.
+   */
+  opencodeLoopMarker?: string | null;
   /** Set by another process asking the supervisor to cancel. */
   cancelRequested?: boolean;
   /**

@@ -64,7 +64,7 @@ export class LoopScope {
     const agent = this.agent!;
     const client = agent.client;
     this.client = client;
-    deps.repos.loops.mergeState(ref.projectId, ref.name, { opencodePid: agent.server.pid() ?? null, opencodeMarker: agent.server.marker() ?? null });
+    deps.repos.loops.mergeState(ref.projectId, ref.name, { opencodePid: agent.server.pid() ?? null, opencodeMarker: agent.server.marker() ?? null, opencodeLoopMarker: agent.sharedLoopMarker ?? null });
     const unsubscribe = client.subscribe((e) => listeners.onAgentEvent(e));
     deps.live?.reader(ref, (sessionId) => client.liveParts(sessionId));
     this.disposers.push(() => deps.live?.reader(ref, null));

@@ -11,9 +11,12 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AgentPrompts } from '../opencode/forge-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
-import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
+import type { SharedOpencodePool } from '../opencode/shared-opencode';
+import { createLoopAgentOpener } from './loop-agent';
+import { signalMarkedProcesses } from '../process/marked-processes';
+import { LOOP_PROCESS_MARKER_VARIABLE } from '../sandbox/shell-router';
 import type { PermissionRule } from '../opencode/agent-client';
-import { killMarkedProcesses, killServerProcessesNow, parseJsonObject } from '../opencode/server-process';
+import { killMarkedProcesses, killServerProcessesNow } from '../opencode/server-process';
 import type { ForgeSettings } from '../config/settings';
 import { createForgeRepositories, type ForgeRepositories, type LoopRow } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
@@ -52,9 +55,6 @@ import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import { iterationCap, reopenState, restartState } from './transitions';
 import { LoopJobRegistry } from '../jobs/job-registry';
-import { LoopJobs } from '../jobs/loop-jobs';
-import { effectiveStallMs, ShellWatchdog } from '../jobs/shell-watchdog';
-import { dirname } from 'node:path';
 import type { LiveFeedSink } from '../live/live-feed';
 
 export interface LoopSandboxPort {
@@ -78,6 +78,10 @@ export interface PreparedAgentShell {
   env: Record<string, string>;
   config: Record<string, unknown>;
   callsDir?: string;
+  /** The loop's own shell (its sandbox shim or its unconfined agent shell). */
+  shellPath?: string;
+  /** The loop's ripgrep shim (sandboxed loops: ripgrep runs in the sandbox too). */
+  ripgrepPath?: string;
 }
 
 export interface LoopRuntimeDeps {
@@ -111,6 +115,8 @@ export interface LoopRuntimeDeps {
   shellWatchdogFloorMs?: number;
   /** Where the supervisors publish what their sessions are doing (the live view). */
   live?: LiveFeedSink;
+  /** The opencode servers this process's loops share (setting forge.opencode.serverMode "shared"). */
+  sharedOpencode?: SharedOpencodePool;
 }
 
 /**
@@ -157,89 +163,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
   }
 
-  function openAgentFor(projectId: string) {
-    return async (loop: LoopRow, extras: StoredLoopExtras): Promise<LoopOpencode> => {
-      const settings = deps.settings();
-      const toolServer = await deps.toolServerFor(projectId, () => {});
-      const models = [loop.model, loop.auditorModel, ...extras.limits.auditorFallbackModels].filter((m): m is string => !!m);
-      await deps.prepareModels?.(models);
-      let sandboxEnv: Record<string, string> = {};
-      let sandboxConfig: Record<string, unknown> = {};
-      let callsDir: string | undefined;
-      if (loop.sandbox) {
-        if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge.');
-        const prepared = await deps.sandbox.prepare(loop, extras, loop.iteration > 1 || (readExtras(loop).loopState.phase !== 'coding'));
-        sandboxEnv = prepared.env;
-        sandboxConfig = prepared.config;
-        callsDir = prepared.callsDir;
-      } else if (deps.sandbox) {
-        // Unconfined: still no secret in the agent's environment and no push through git.
-        const prepared = await deps.sandbox.prepareHost(loop);
-        sandboxEnv = prepared.env;
-        sandboxConfig = prepared.config;
-        callsDir = prepared.callsDir;
-      }
-      const baseEnv = { ...deps.opencodeEnv() };
-      if (Object.keys(sandboxConfig).length > 0) {
-        const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
-        baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...sandboxConfig });
-      }
-      const agent = await startLoopOpencode({
-        loopName: loop.name,
-        worktreeDir: loop.worktreeDir!,
-        toolServer,
-        prompts: await deps.agentPrompts(),
-        models: { code: loop.model ?? undefined, auditor: loop.auditorModel ?? loop.model ?? undefined },
-        binaryPath: settings['forge.opencode.binaryPath'] || undefined,
-        attach: settings['forge.opencode.serverUrl'] ? { url: settings['forge.opencode.serverUrl'] } as never : undefined,
-        baseEnv,
-        extraEnv: { ...sandboxEnv, ...(deps.opencodeExtraEnv ?? {}) },
-        onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
-        log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
-      });
-      return withShellSupervision(projectId, loop, agent, typeof sandboxConfig.shell === 'string' ? sandboxConfig.shell : undefined, callsDir, { ...baseEnv, ...sandboxEnv });
-    };
-  }
-
-  /**
-   * The loop's forge_shell jobs and its shell-hang watchdog, tied to its opencode's lifetime:
-   * the loop's scope stops its opencode when the loop ends (completed, cancelled, failed) or
-   * another process takes over, and that kills its jobs first.
-   */
-  function withShellSupervision(projectId: string, loop: LoopRow, agent: LoopOpencode, shellPath: string | undefined, callsDir: string | undefined, env: NodeJS.ProcessEnv): LoopOpencode {
-    const settings = deps.settings();
-    const shellDir = callsDir ? dirname(callsDir) : undefined;
-    const jobs = shellPath && shellDir && deps.jobs
-      ? new LoopJobs({ loopName: loop.name, shellPath, cwd: loop.worktreeDir!, logDir: join(shellDir, 'jobs'), baseEnv: env, log: (m) => deps.log.info(m) })
-      : undefined;
-    if (jobs) deps.jobs!.set(projectId, loop.name, jobs);
-    const mode = settings['forge.watchdog.mode'];
-    const watchdog = callsDir && mode !== 'off'
-      ? new ShellWatchdog({
-          loopName: loop.name,
-          callsDir,
-          mode,
-          stallMs: effectiveStallMs(settings['forge.watchdog.stallMs'], deps.shellWatchdogFloorMs),
-          record: (row) => repos.shellInterventions.append(projectId, row),
-          notice: (level, message) => emit({ type: 'loop.notice', loop: { projectId, name: loop.name }, level, message }),
-          log: (m) => deps.log.warn(`[loop ${loop.name}] ${m}`),
-        })
-      : undefined;
-    const unsubscribe = watchdog ? agent.client.subscribe((e) => watchdog.observe(e)) : () => {};
-    const stopAgent = agent.stop.bind(agent);
-    return {
-      ...agent,
-      async stop() {
-        unsubscribe();
-        watchdog?.dispose();
-        if (jobs) {
-          await jobs.dispose().catch((e) => deps.log.warn(`[loop ${loop.name}] stopping its jobs: ${String(e)}`));
-          deps.jobs!.delete(projectId, loop.name, jobs);
-        }
-        await stopAgent();
-      },
-    };
-  }
+  const openAgentFor = createLoopAgentOpener(deps, repos, emit);
 
   function supervise(ref: LoopRef): LoopSupervisor {
     lastEnd.delete(key(ref));
@@ -488,6 +412,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
    * process carrying its marker, even when the server's main process is already gone).
    */
   function stopOrphanedOpencode(ref: LoopRef, extras: StoredLoopExtras): void {
+    // A shared server serves other loops too: only this loop's own processes go.
+    if (extras.opencodeLoopMarker) signalMarkedProcesses(LOOP_PROCESS_MARKER_VARIABLE, extras.opencodeLoopMarker, 'SIGKILL');
     if (!extras.opencodeMarker) return;
     if (extras.opencodePid && isProcessAlive(extras.opencodePid)) {
       deps.log.info(`loop ${ref.name}: stopping the previous opencode server (pid ${extras.opencodePid})`);

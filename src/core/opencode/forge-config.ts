@@ -45,8 +45,11 @@ export async function loadAgentPrompts(folder: string): Promise<AgentPrompts> {
 
 export interface ForgeOpencodeConfigInput {
   prompts: AgentPrompts;
-  /** `scope.mcpEntry` of the Forge tool server scope this opencode server works for. */
-  toolServer: OpencodeRemoteMcpEntry;
+  /**
+   * `scope.mcpEntry` of the Forge tool server scope this opencode server works for; absent for a
+   * server shared by several loops, whose instances get their loop's entry at run time.
+   */
+  toolServer?: OpencodeRemoteMcpEntry;
   /** Per-role model as "provider/model"; omitted roles use the user's default model. */
   models?: Partial<Record<ForgeAgentRole, string>>;
 }
@@ -86,7 +89,7 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
     agent[FORGE_AGENT_NAMES[role]] = entry;
   }
   return {
-    mcp: { [FORGE_MCP_SERVER_NAME]: input.toolServer },
+    ...(input.toolServer ? { mcp: { [FORGE_MCP_SERVER_NAME]: input.toolServer } } : {}),
     agent,
     // Nobody answers questions in a Forge-run server; subagents inherit this too.
     permission: { question: 'deny' },

@@ -3,9 +3,11 @@
  * configuration layer pointing at it, a supervised `opencode serve` in the worktree (or an
  * attached user server), and an `AgentClient` on it.
  *
- * One opencode server per loop: opencode cannot tell an MCP server which session calls it, and
- * its configuration (where the MCP URL lives) is per process, so a per-loop server is what
- * makes every Forge tool call carry its loop (see `forge-tool-server.ts`).
+ * Two ways to serve a loop. With `shared`, the loop joins a server shared with the other loops
+ * of this Forge process (shared-opencode.ts: the loop's tools are added to its worktree's
+ * instance, its shell is routed by directory). Without, the loop gets a server of its own whose
+ * configuration names the loop's tool scope (what every Forge tool call carries its loop by,
+ * see `forge-tool-server.ts`) and the loop's shell.
  */
 import type { AgentClient } from './agent-client';
 import { buildForgeOpencodeConfig, type AgentPrompts } from './forge-config';
@@ -24,6 +26,7 @@ import {
   type RestartPolicy,
 } from './server-supervisor';
 import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
+import type { SharedOpencodePool, SharedServerConfinement } from './shared-opencode';
 
 export interface LoopOpencodeOptions {
   loopName: string;
@@ -43,6 +46,13 @@ export interface LoopOpencodeOptions {
   restart?: Partial<RestartPolicy>;
   startTimeoutMs?: number;
   onServerEvent?: OpencodeServerListener;
+  /** Join a server shared by the loops of this process instead of starting one (ignored with `attach`). */
+  shared?: {
+    pool: SharedOpencodePool;
+    confinement: SharedServerConfinement;
+    /** The loop's own shell (and ripgrep shim), which the shared server's router runs its commands through. */
+    shell?: { shellPath: string; ripgrepPath?: string };
+  };
   onOutput?: (line: string, stream: 'stdout' | 'stderr') => void;
   log?: (message: string) => void;
 }
@@ -56,6 +66,8 @@ export interface LoopOpencode {
    * server may lack them, and then prompts must carry the agent prompt as `system`.
    */
   agentsConfigured: boolean;
+  /** The server is shared with other loops: what the loop's agent starts carries this FORGE_LOOP_INSTANCE marker. */
+  sharedLoopMarker?: string;
   /** Permission policy of a loop session of `role` (for `attachPermissionResponder`). */
   permissionOptions(role: SessionRole, userDenyRules?: readonly PermissionRule[]): LoopPermissionOptions;
   /** The ruleset to pass at `createSession` for a loop session of `role`. */
@@ -67,8 +79,35 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
   const scope = options.toolServer.openScope(options.toolScope ?? { loopName: options.loopName });
   const forgeConfig = buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models });
   let server: OpencodeServerHandle | undefined;
+  let leaveShared: (() => Promise<void>) | undefined;
+  let sharedLoopMarker: string | undefined;
   try {
-    if (options.attach) {
+    if (options.shared && !options.attach) {
+      await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
+      const membership = await options.shared.pool.join(
+        {
+          binaryPath: resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined }),
+          confinement: options.shared.confinement,
+          baseEnv: options.baseEnv ?? process.env,
+          ...(options.extraEnv ? { extraEnv: options.extraEnv } : {}),
+          // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
+          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts }),
+          ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+          ...(options.restart ? { restart: options.restart } : {}),
+          ...(options.onOutput ? { onOutput: options.onOutput } : {}),
+        },
+        {
+          loopName: options.loopName,
+          worktreeDir: options.worktreeDir,
+          mcpEntry: scope.mcpEntry,
+          ...(options.shared.shell ? { shell: options.shared.shell } : {}),
+          ...(options.log ? { log: options.log } : {}),
+        },
+      );
+      server = membership.server;
+      leaveShared = membership.leave;
+      sharedLoopMarker = membership.loopMarker;
+    } else if (options.attach) {
       server = await attachOpencodeServer(options.attach);
       await addRemoteMcpServer(server, options.worktreeDir, FORGE_MCP_SERVER_NAME, scope.mcpEntry);
     } else {
@@ -112,10 +151,12 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     client,
     scope,
     agentsConfigured,
+    ...(sharedLoopMarker ? { sharedLoopMarker } : {}),
     async stop() {
       await client.close();
       detach();
-      await running.stop();
+      if (leaveShared) await leaveShared();
+      else await running.stop();
       scope.close();
     },
   };

@@ -455,6 +455,26 @@ export async function addRemoteMcpServer(
   }
 }
 
+/**
+ * Whether the instance of `directory` has the MCP server `name` connected (a shared server's
+ * instance may have been disposed and made anew, without the tools Forge added to it).
+ */
+export async function remoteMcpConnected(endpoint: OpencodeEndpoint, directory: string, name: string): Promise<boolean> {
+  const client = createOpencodeClient({ baseUrl: endpoint.url, directory, headers: { authorization: basicAuthHeader(endpoint) } });
+  const result = (await client.mcp.status()) as SdkResult<Record<string, { status?: string }>>;
+  if (result.error !== undefined || (result.response && !result.response.ok)) return false;
+  return result.data?.[name]?.status === 'connected';
+}
+
+/** Releases the instance of `directory` in a running opencode (its sessions stay stored); errors are the caller's to log. */
+export async function disposeOpencodeInstance(endpoint: OpencodeEndpoint, directory: string): Promise<void> {
+  const client = createOpencodeClient({ baseUrl: endpoint.url, directory, headers: { authorization: basicAuthHeader(endpoint) } });
+  const result = (await client.instance.dispose()) as SdkResult<unknown>;
+  if (result.error !== undefined || (result.response && !result.response.ok)) {
+    throw new AgentClientError(`opencode at ${endpoint.url} did not release the instance of ${directory}: ${describe(result.error)}`, result.response?.status);
+  }
+}
+
 /** A catalog model's price per million tokens, when opencode states one. */
 function priceOf(cost: unknown): { cost?: { input: number; output: number } } {
   if (!cost || typeof cost !== 'object') return {};

@@ -389,7 +389,11 @@ export async function waitForHealth(endpoint: OpencodeEndpoint, exited: Promise<
   throw new OpencodeStartError(`opencode at ${endpoint.url} did not answer its health check within ${Math.round(timeoutMs / 1000)} s (${lastProblem}).`, '');
 }
 
-async function checkConfiguration(endpoint: OpencodeEndpoint, directory: string, timeoutMs: number): Promise<void> {
+/**
+ * Loads the configuration opencode uses for `directory` (the global and project files, Forge's
+ * inline layer) and fails with opencode's own words when it is broken.
+ */
+export async function checkConfiguration(endpoint: OpencodeEndpoint, directory: string, timeoutMs: number): Promise<void> {
   const response = await fetch(`${endpoint.url}/config`, {
     headers: { authorization: basicAuthHeader(endpoint), 'x-opencode-directory': encodeURIComponent(directory) },
     signal: AbortSignal.timeout(timeoutMs),
