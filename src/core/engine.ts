@@ -75,12 +75,19 @@ export interface ForgeEngineOptions {
   readOnly?: boolean;
   /** Benchmark hook: the loop supervisors' idle / prompt timing marks. */
   onLoopTiming?: (mark: LoopTimingMark) => void;
+  /**
+   * Which host this is (the CLI, a VS Code window): part of the lease holder's id, so
+   * `forge status` can say what kind of process supervises a loop.
+   */
+  hostKind?: 'cli' | 'vscode';
   /** TEST ONLY: lowers the shell-hang watchdog's 60 s floor (no user setting can). */
   shellWatchdogFloorMs?: number;
 }
 
 export interface ForgeEngine {
   readonly dataDir: string;
+  /** The lease holder id of this process's runtime: `<pid>:<kind>-<uuid>` (supervisorOf reads the pid). */
+  readonly supervisorId: string;
   readonly db: ForgeDatabase;
   readonly runtime: LoopRuntime;
   readonly repos: ForgeRepositories;
@@ -145,6 +152,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     return env;
   };
 
+  const supervisorId = `${process.pid}:${options.hostKind ? `${options.hostKind}-` : ''}${randomUUID()}`;
   const runtime = createLoopRuntime({
     db,
     jobs: loopJobs,
@@ -153,7 +161,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     worktrees,
     settings: options.settings,
     log,
-    supervisorId: `${process.pid}:${randomUUID()}`,
+    supervisorId,
     leaseTtlMs: options.leaseTtlMs,
     ...(options.onLoopTiming ? { onTiming: options.onLoopTiming } : {}),
     toolServerFor,
@@ -280,6 +288,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
 
   return {
     dataDir,
+    supervisorId,
     db,
     runtime,
     repos,
