@@ -251,7 +251,7 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     assert.equal((await a.exited).code, 0, a.describe());
   });
 
-  it('a bad plan or a bad name handed over: a clear message, exit 2, nothing created; other settings: the second run supervises itself', async () => {
+  it('a bad plan or a bad name handed over: a clear message, exit 2, nothing created; other settings or --no-handover: the run supervises itself', async () => {
     const a = await startEngine('first');
     const bad = join(w!.work, 'bad.md');
     await writeFile(bad, '\n   \n\n');
@@ -275,8 +275,16 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     const other = (await statusRows()).find((r) => r.name === 'other')!;
     assert.equal(other.supervisor?.pid, c.pid);
     assert.equal(other.supervisor?.engine, false);
+    // --no-handover (CI isolation): the same settings, yet this process keeps its loop.
+    const d = w!.runner.start(['run', await plan('own'), '--no-handover']);
+    await until('loop own reaches its gated check', () => running('own'), d);
+    assert.doesNotMatch(d.stderr(), /handed loop/);
+    const own = (await statusRows()).find((r) => r.name === 'own')!;
+    assert.deepEqual(own.supervisor, { pid: d.pid, kind: 'cli', engine: false, alive: true });
+    await openGate('own');
     await openGate('other');
     await openGate('first');
+    assert.equal((await d.exited).code, 0, d.describe());
     assert.equal((await c.exited).code, 0, c.describe());
     assert.equal((await a.exited).code, 0, a.describe());
   });
