@@ -134,7 +134,8 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
 
   it('a second forge run hands its loop to the first process: both supervised by it, both complete, the second prints its loop and exits 0', async () => {
     const a = await startEngine('first');
-    const b = w!.runner.start(['run', await plan('second'), '--json']);
+    // --follow: the engine streams the agent's live feed of this loop too.
+    const b = w!.runner.start(['run', await plan('second'), '--json', '--follow']);
     await until('loop second reaches its gated check', () => running('second'), b);
 
     assert.match(b.stderr(), new RegExp(`handed loop "second" to the Forge engine in process ${a.pid} \\(cli\\)`), b.describe());
@@ -161,6 +162,7 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     const bl = jsonLines(b);
     assert.equal(bl[0]!.type, 'loop.started');
     assert.ok(bl.every((l) => l.loop === 'second'), b.describe());
+    assert.ok(bl.some((l) => l.type === 'live.tool' && (l as { tool?: string }).tool === 'write'), `the agent's write, followed through the engine\n${b.describe()}`);
     assert.deepEqual(bl.at(-1), { ...bl.at(-1)!, type: 'loop.ended', status: 'completed' });
     assert.ok(jsonLines(a).every((l) => l.loop === 'first'), a.describe());
     assert.equal(await w!.repo.git('show', 'forge/second:second.txt'), 'second\n');
@@ -183,6 +185,20 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     assert.equal(row.supervised, false);
     assert.equal(row.supervisor?.pid, a.pid, 'the lease still names the dead engine');
     assert.equal(row.supervisor?.alive, false);
+  });
+
+  it('Ctrl-C on the run that handed its loop over cancels it through the engine: exit 3, cancelled, the engine goes on', async () => {
+    const a = await startEngine('first');
+    const b = w!.runner.start(['run', await plan('second')]);
+    await until('loop second reaches its gated check', () => running('second'), b);
+    b.signal('SIGINT');
+    assert.equal((await b.exited).code, 3, b.describe());
+    assert.match(b.stdout(), /^\[second\] ended: cancelled/m, b.describe());
+    const rows = await statusRows();
+    assert.equal(rows.find((r) => r.name === 'second')!.status, 'cancelled');
+    assert.equal(rows.find((r) => r.name === 'first')!.supervisor?.pid, a.pid, 'the engine still supervises its own loop');
+    await openGate('first');
+    assert.equal((await a.exited).code, 0, a.describe());
   });
 
   it('a stale socket (its process gone) is ignored: forge run supervises its loop itself, becomes the engine, then withdraws', async () => {
