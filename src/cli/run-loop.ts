@@ -134,6 +134,9 @@ async function superviseHere(
     const end = await engine.runtime.waitForEnd(ref!);
     const code = end.type === 'loop.supervision_lost' ? EXIT.supervisionLost : exitCodeFor(end.reason);
     for (const signal of signals) process.off(signal, onSignal);
+    // From here on this process prints nothing of any loop: those it still drives are other processes' to print.
+    unsubscribe();
+    unfollow();
     if (endpoint) await waitForHandedOver(engine, endpoint, ref!, err);
     return code;
   } finally {

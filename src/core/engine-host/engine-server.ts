@@ -201,8 +201,11 @@ export async function becomeEngine(deps: EngineEndpointDeps): Promise<EngineEndp
         send(errorReply(error));
       } finally {
         starting--;
-        const buffered = pending ?? [];
+        let buffered = pending ?? [];
         pending = null;
+        // A forced restart of a loop this engine drove ends that supervision first: that end is
+        // not the restarted loop's, and the client must not take it for one.
+        if (request.type === 'restart') buffered = buffered.filter((e) => e.type !== 'loop.supervision_lost');
         for (const e of buffered) forward(e);
         checkIdle();
       }

@@ -187,7 +187,7 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     assert.equal(row.supervisor?.alive, false);
   });
 
-  it('Ctrl-C on the run that handed its loop over cancels it through the engine: exit 3, cancelled, the engine goes on', async () => {
+  it('Ctrl-C on the run that handed its loop over cancels it through the engine (exit 3); forge restart hands over too, also a forced restart of the engine\'s own loop', async () => {
     const a = await startEngine('first');
     const b = w!.runner.start(['run', await plan('second')]);
     await until('loop second reaches its gated check', () => running('second'), b);
@@ -197,8 +197,20 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     const rows = await statusRows();
     assert.equal(rows.find((r) => r.name === 'second')!.status, 'cancelled');
     assert.equal(rows.find((r) => r.name === 'first')!.supervisor?.pid, a.pid, 'the engine still supervises its own loop');
+
+    // forge restart hands over too; so does a forced restart of the engine's own loop, which
+    // the engine then drives for the restarting process (its own run ends as taken over: 9).
+    const again = w!.runner.start(['restart', 'second', '--json']);
+    const taken = w!.runner.start(['restart', 'first', '--force', '--json']);
+    await until('both restarts handed over', () => /handed loop "second"/.test(again.stderr()) && /handed loop "first"/.test(taken.stderr()), again);
+    await openGate('second');
     await openGate('first');
-    assert.equal((await a.exited).code, 0, a.describe());
+    const [ea, eagain, etaken] = await Promise.all([a.exited, again.exited, taken.exited]);
+    assert.equal(eagain.code, 0, again.describe());
+    assert.equal(etaken.code, 0, taken.describe());
+    assert.equal(ea.code, 9, a.describe());
+    assert.equal(jsonLines(taken).at(-1)!.status, 'completed', taken.describe());
+    assert.deepEqual((await statusRows()).map((r) => [r.name, r.status]).sort(), [['first', 'completed'], ['second', 'completed']]);
   });
 
   it('a stale socket (its process gone) is ignored: forge run supervises its loop itself, becomes the engine, then withdraws', async () => {
