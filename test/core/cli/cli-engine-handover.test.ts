@@ -10,7 +10,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -129,6 +129,11 @@ describe('forge CLI: one engine per data folder (real processes, real opencode, 
     const a = w!.runner.start(['run', await plan(name), '--json']);
     await until(`loop ${name} reaches its gated check`, () => running(name), a);
     await until('A is the data folder\'s engine', () => engineInfo()?.pid === a.pid, a);
+    // Only this user may reach it: folder 0700, socket and secret 0600.
+    const dir = join(w!.dataDir, 'engine');
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
+    assert.equal(statSync(join(dir, 'engine.sock')).mode & 0o777, 0o600);
+    assert.equal(statSync(join(dir, 'secret')).mode & 0o777, 0o600);
     return a;
   }
 
