@@ -3,6 +3,7 @@
  * one runs (handover.ts prints it), else this process supervises it, prints it, and becomes the
  * data folder's engine for later runs while it lives.
  */
+import { resolve } from 'node:path';
 import type { ForgeSettings } from '../core/config/settings';
 import type { ForgeEngine } from '../core/engine';
 import { becomeEngine, compatibilityKey, connectToEngine, type EngineEndpoint } from '../core/engine-host';
@@ -53,7 +54,8 @@ export async function runLoop(engine: ForgeEngine, cmd: RunCommand, settings: Fo
       type: 'start',
       request: {
         kind: cmd.command === 'run' ? 'plan' : 'goal',
-        repoPath: cmd.repo,
+        // Absolute: the engine that may start it runs in another working directory.
+        repoPath: resolve(cmd.repo),
         ...(planText !== undefined && cmd.command === 'run' ? { planText, planSource: cmd.planPath } : {}),
         ...(cmd.command === 'goal' ? { goal: cmd.goal, checks: cmd.checks } : {}),
         ...(cmd.name !== null ? { name: cmd.name } : {}),
