@@ -251,7 +251,8 @@ async function main() {
    * is not built is listed, said so, and skipped.
    */
   const MODES = {
-    'per-loop': { built: true, what: 'one opencode server per loop (each forge run starts its own; today\'s only mode)', args: [], env: {} },
+    // --no-handover: since one engine per data folder (issue 14 part 2), later runs would hand their loops to the first.
+    'per-loop': { built: true, what: 'one opencode server per loop (each forge run starts its own and supervises its loop itself)', args: ['--no-handover'], env: {} },
     shared: { built: false, what: 'one opencode server (and one engine) per data folder serving every loop (issue 14 parts 1–2)', args: [], env: {} },
   };
   const modes = listArg('mode', 'per-loop');

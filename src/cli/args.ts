@@ -68,6 +68,10 @@ Options:
   --matches PATH:/RE/      goal: a file whose content must match (repeatable)
   --follow                 run, goal, restart: also print what the agent does
                            (one line per tool call, one per message it writes)
+  --no-handover            run, goal, restart: supervise the loop in this process
+                           even when another Forge process (forge run, a VS Code
+                           window) is the data folder's engine; by default the
+                           loop is handed to it (forge.engine.shareProcess)
   --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
   --out FILE               plan: where to write the drafted plan (must not exist)
   --continue ID            plan: continue the draft ID (forge plan prints it)
@@ -110,6 +114,8 @@ export interface RunOptions extends CommonOptions {
   dryRun: boolean;
   /** Print the agent's tool calls and messages as they happen (--follow). */
   follow: boolean;
+  /** --no-handover: supervise the loop here even when the data folder has an engine. */
+  noHandover: boolean;
 }
 
 /** `--budget`, `--budget-tokens`, `--budget-auditor-share` as given (absent fields: not given). */
@@ -145,7 +151,7 @@ export type CliCommand =
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
-  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean } & CommonOptions)
+  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
 
 /** `forge group …` (feature groups): a split of a PRD, or an action on a group by id. */
@@ -268,6 +274,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
         json: { type: 'boolean' },
         force: { type: 'boolean' },
         follow: { type: 'boolean' },
+        'no-handover': { type: 'boolean' },
         'max-concurrent': { type: 'string' },
         launch: { type: 'boolean' },
         'splitter-model': { type: 'string' },
@@ -290,6 +297,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
   for (const k of ['max-concurrent', 'launch', 'splitter-model', 'into'] as const) {
     if (command !== 'group' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge group only.`);
   }
+  if (command !== 'run' && command !== 'goal' && command !== 'restart' && v['no-handover']) throw new UsageError('--no-handover applies to forge run, forge goal and forge restart only.');
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
   if (command !== 'run' && command !== 'goal') {
@@ -353,7 +361,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       return { command, name: one('loop name'), ...common };
     case 'restart': {
       const models = modelOptions(v as Record<string, string | boolean | undefined>);
-      return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), follow: v.follow ?? false, ...common };
+      return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), follow: v.follow ?? false, noHandover: v['no-handover'] ?? false, ...common };
     }
     default:
       throw new UsageError(`Unknown command "${command}".`);
@@ -477,6 +485,7 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     budget: budgetOptions(v),
     dryRun: v['dry-run'] === true,
     follow: v.follow === true,
+    noHandover: v['no-handover'] === true,
   };
 }
 

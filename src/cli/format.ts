@@ -10,6 +10,7 @@ import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
+import { describeSupervision, endpointPaths, formatSupervision, readEngineInfo } from '../core/engine-host';
 import { budgetUses, describeBudget, hasBudget, spendFromTotals } from '../core/loop/budget';
 
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
@@ -108,6 +109,8 @@ function loopSummary(engine: ForgeEngine, loop: LoopRow) {
     variant: readExtras(loop).variant ?? null,
     budget: budgetSummary(engine, loop),
     supervised: loop.status === 'running' && supervisorOf(loop).state === 'alive',
+    // Which process holds the lease (SPEC §2): read from the lease and the engine's info file only.
+    supervisor: describeSupervision(loop, readEngineInfo(endpointPaths(engine.dataDir))),
     confinement: confinementOf(loop),
   };
 }
@@ -120,7 +123,7 @@ export function formatLoopList(engine: ForgeEngine, projectId: string, json: boo
   return rows
     .map((r) => {
       const sec = r.sections.total > 0 ? ` section ${Math.min(r.sections.done + 1, r.sections.total)}/${r.sections.total}` : '';
-      const end = r.status === 'running' ? (r.supervised ? '' : ' (no live supervisor: restart with --force)') : ` — ${r.reason}`;
+      const end = r.status === 'running' ? (r.supervised ? `  supervised by ${formatSupervision(r.supervisor!)}` : ` (no live supervisor: restart with --force${r.supervisor ? `; the lease names ${formatSupervision(r.supervisor)}` : ''})`) : ` — ${r.reason}`;
       const confined = r.confinement.sandboxed ? '' : '  UNCONFINED';
       return `${r.name.padEnd(24)} ${r.status.padEnd(9)} ${r.phase.padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${confined}${end}`;
     })
@@ -181,6 +184,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const lines = [
     `${s.name}: ${s.status} in ${s.phase}, iteration ${s.iteration}${s.reason ? ` (${s.reason})` : ''}`,
     `branch ${s.branch}   worktree ${s.worktree}`,
+    ...(s.supervisor ? [`supervised by ${formatSupervision(s.supervisor)}`] : []),
     `confinement: ${describeConfinement(s.confinement)}${s.confinement.sandboxed ? '' : ` — ${s.confinement.detail}`}`,
     `sections ${s.sections.done}/${s.sections.total} done; open findings: ${s.openFindings.bug} bug, ${s.openFindings.warning} warning`,
     `models: coding ${s.model ?? 'default'}${s.variant ? ` (variant ${s.variant})` : ''}, audit ${s.auditorModel ?? 'same as coding'}`,

@@ -7,19 +7,19 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
 import { createForgeEngine, type ForgeEngine } from '../core/engine';
-import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent } from '../core/loop/runtime-types';
+import { LoopRuntimeError } from '../core/loop/runtime-types';
+import { runLoop } from './run-loop';
 import { ForgeDatabaseError } from '../core/storage';
 import { resolveDataDir, WorkspaceError } from '../core/workspace';
-import { EXIT, exitCodeFor, parseCli, USAGE, UsageError, type CliCommand } from './args';
+import { EXIT, parseCli, USAGE, UsageError, type CliCommand } from './args';
 import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
-import { formatEvent, formatFindings, formatLoopDetail, formatLoopList } from './format';
+import { formatFindings, formatLoopDetail, formatLoopList } from './format';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
 import { formatDraftResult } from './format-plan';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
-import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import { GroupError } from '../core/groups/group-types';
 import { formatGroupList, groupsWithRadar, runGroupCommand } from './group-command';
 import { readInputFile } from './read-input';
@@ -97,93 +97,10 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     env: process.env,
     embeddedModel: startEmbeddedModel,
     userHasDefaultModel: () => userHasDefaultModel(process.env),
+    hostKind: 'cli',
     // Commands that only read must leave the data folder as they found it, damaged files included.
     readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
   });
-}
-
-async function runLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'run' | 'goal' | 'restart' }>): Promise<number> {
-  let ref: LoopRef | undefined;
-  // --follow: what the agent does, from the engine's live feed (this process drives one loop).
-  let follower: FollowLines | undefined;
-  const printFollow = (lines: FollowLine[]) => {
-    for (const l of lines) out(cmd.json ? JSON.stringify(l.json) : l.text);
-  };
-  const unfollow = cmd.follow
-    ? engine.live.subscribe((e) => {
-        if (ref && (e.loop.name !== ref.name || e.loop.projectId !== ref.projectId)) return;
-        follower ??= new FollowLines(e.loop.name);
-        printFollow(follower.onEvent(e));
-      })
-    : () => true;
-  const print = (e: LoopRuntimeEvent) => {
-    // What the agent left unfinished comes before the phase change or the end that cut it.
-    if (follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) printFollow(follower.flush());
-    const line = formatEvent(e, cmd.json);
-    if (line) out(line);
-  };
-  let unsubscribe = engine.runtime.subscribe(print);
-  if (cmd.command === 'restart') {
-    ref = { projectId: (await engine.runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
-    await engine.runtime.restart(ref, {
-      force: cmd.force,
-      ...(cmd.model ? { model: cmd.model } : {}),
-      ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
-      ...(cmd.variant ? { variant: cmd.variant } : {}),
-      ...(cmd.budget ? { budget: cmd.budget } : {}),
-    });
-  } else {
-    let planText: string | undefined;
-    if (cmd.command === 'run') {
-      planText = await readPlan(cmd.planPath);
-      // The same validation as `forge check` and the editor: warnings are printed, errors refuse the start.
-      const { problems } = validatePlanInRepository(planText, cmd.planPath, cmd.repo);
-      for (const p of problems) err(`forge: ${formatPlanProblem(cmd.planPath, p)}`);
-      const { errors } = planProblemCounts(problems);
-      if (errors > 0) {
-        throw new UsageError(`${cmd.planPath} has ${errors === 1 ? 'an error' : `${errors} errors`} (above); fix ${errors === 1 ? 'it' : 'them'} and run again. "forge check ${cmd.planPath}" checks a plan without running it.`);
-      }
-    }
-    const started = await engine.runtime.start({
-      kind: cmd.command === 'run' ? 'plan' : 'goal',
-      repoPath: cmd.repo,
-      ...(planText !== undefined && cmd.command === 'run' ? { planText, planSource: cmd.planPath } : {}),
-      ...(cmd.command === 'goal' ? { goal: cmd.goal, checks: cmd.checks } : {}),
-      ...(cmd.name !== null ? { name: cmd.name } : {}),
-      ...(cmd.maxIterations !== null ? { maxIterations: cmd.maxIterations } : {}),
-      ...(cmd.model ? { model: cmd.model } : {}),
-      ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
-      ...(cmd.variant ? { variant: cmd.variant } : {}),
-      ...(cmd.sandbox !== null ? { sandbox: cmd.sandbox } : {}),
-      ...(cmd.budget ? { budget: cmd.budget } : {}),
-    });
-    ref = started;
-  }
-  let interrupted = 0;
-  const onSignal = () => {
-    interrupted++;
-    if (interrupted === 1) {
-      err(`forge: cancelling loop "${ref!.name}" (worktree and branch are kept)…`);
-      void engine.runtime.cancel(ref!).catch((e) => err(`forge: ${(e as Error).message}`));
-    } else {
-      err('forge: second interrupt, exiting without waiting; the loop stays marked running (restart it with --force).');
-      process.exit(EXIT.cancelled);
-    }
-  };
-  // SIGHUP: the terminal was closed; cancel cleanly as for Ctrl-C rather than die leaving the
-  // loop marked running without a supervisor.
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-  for (const signal of signals) process.on(signal, onSignal);
-  try {
-    const end = await engine.runtime.waitForEnd(ref!);
-    if (end.type === 'loop.supervision_lost') return EXIT.supervisionLost;
-    return exitCodeFor(end.reason);
-  } finally {
-    for (const signal of signals) process.off(signal, onSignal);
-    unsubscribe();
-    unsubscribe = () => true;
-    unfollow();
-  }
 }
 
 /** `forge check`: the plan's problems, one per line (or one JSON object); exit 2 when any is an error. */
@@ -314,9 +231,9 @@ async function main(argv: string[]): Promise<number> {
       case 'run':
       case 'goal':
         if (cmd.dryRun) return await dryRun(engine, cmd, settings);
-        return await runLoop(engine, cmd);
+        return await runLoop(engine, cmd, settings, { out, err });
       case 'restart':
-        return await runLoop(engine, cmd);
+        return await runLoop(engine, cmd, settings, { out, err });
       case 'plan':
         return await draftPlan(engine, cmd);
       case 'group':

@@ -76,12 +76,19 @@ export interface ForgeEngineOptions {
   readOnly?: boolean;
   /** Benchmark hook: the loop supervisors' idle / prompt timing marks. */
   onLoopTiming?: (mark: LoopTimingMark) => void;
+  /**
+   * Which host this is (the CLI, a VS Code window): part of the lease holder's id, so
+   * `forge status` can say what kind of process supervises a loop.
+   */
+  hostKind?: 'cli' | 'vscode';
   /** TEST ONLY: lowers the shell-hang watchdog's 60 s floor (no user setting can). */
   shellWatchdogFloorMs?: number;
 }
 
 export interface ForgeEngine {
   readonly dataDir: string;
+  /** The lease holder id of this process's runtime: `<pid>:<kind>-<uuid>` (supervisorOf reads the pid). */
+  readonly supervisorId: string;
   readonly db: ForgeDatabase;
   readonly runtime: LoopRuntime;
   readonly repos: ForgeRepositories;
@@ -148,6 +155,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     return env;
   };
 
+  const supervisorId = `${process.pid}:${options.hostKind ? `${options.hostKind}-` : ''}${randomUUID()}`;
   const runtime = createLoopRuntime({
     db,
     jobs: loopJobs,
@@ -156,7 +164,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     worktrees,
     settings: options.settings,
     log,
-    supervisorId: `${process.pid}:${randomUUID()}`,
+    supervisorId,
     leaseTtlMs: options.leaseTtlMs,
     ...(options.onLoopTiming ? { onTiming: options.onLoopTiming } : {}),
     toolServerFor,
@@ -284,6 +292,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
 
   return {
     dataDir,
+    supervisorId,
     db,
     runtime,
     repos,

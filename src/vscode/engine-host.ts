@@ -2,6 +2,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
+import type { EngineEndpoint } from '../core/engine-host';
 import type { CoreModule } from './core-loader';
 import type { ForgeLog } from './log';
 import type { SettingsAccessor } from './settings-accessor';
@@ -55,6 +56,9 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
   let engine: ForgeEngine | undefined;
   let creating: Promise<ForgeEngine> | undefined;
   let extraEnv: Record<string, string> = {};
+  // One engine per data folder: once this window starts a loop it is the data folder's engine
+  // (unless another process already is), and \`forge run\`s in that folder hand their loops to it.
+  let endpoint: Promise<EngineEndpoint | null> | undefined;
   // One object for the engine's lifetime: the engine copies it for each opencode process it
   // starts, so a key set later reaches the next process without restarting the engine.
   const opencodeEnv: NodeJS.ProcessEnv = {};
@@ -79,10 +83,52 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       embeddedModel: core.startEmbeddedModel,
       userHasDefaultModel: () => core.userHasDefaultModel(hostEnv),
       ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
+      hostKind: 'vscode',
+    });
+    const listenOnce = () => {
+      if (endpoint || !deps.settings.get()['forge.engine.shareProcess']) return;
+      // What a loop of this window runs with: a CLI with other settings or credentials keeps its loop.
+      const compat = core.compatibilityKey({ ...deps.settings.get(), 'forge.loop.merge': null }, { ...opencodeEnv, ...extraEnv });
+      endpoint = core
+        .becomeEngine({
+          dataDir,
+          kind: 'vscode',
+          supervisorId: created.supervisorId,
+          runtime: created.runtime,
+          live: created.live,
+          compat,
+          log: deps.log.child('engine'),
+          onHandedOver: (ref, pid) => log.info(`supervising loop ${ref.name}, handed over by process ${pid}`),
+        })
+        .then(
+          (ep) => {
+            log.info(ep ? `this window is the data folder's engine (${dataDir}/engine)` : 'another Forge process is the data folder\'s engine');
+            return ep;
+          },
+          (error: unknown) => {
+            log.warn(`this window cannot be the data folder's engine: ${String(error)}`);
+            return null;
+          },
+        );
+    };
+    created.runtime.subscribe((e) => {
+      if (e.type === 'loop.started' || (e.type === 'loop.phase' && e.event === 'restart')) listenOnce();
     });
     engine = created;
     started.fire(created);
     return created;
+  }
+
+  /** Loops handed to this window end with it (shutdown, as its own do); then the socket goes. */
+  async function closeEngine(current: ForgeEngine): Promise<void> {
+    const ep = await endpoint;
+    endpoint = undefined;
+    ep?.stopAccepting();
+    try {
+      await current.close();
+    } finally {
+      await ep?.close().catch((e: unknown) => log.warn(`closing the engine endpoint: ${String(e)}`));
+    }
   }
 
   return {
@@ -100,7 +146,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       const current = engine ?? (await creating?.catch(() => undefined));
       if (current) {
         engine = undefined;
-        await current.close();
+        await closeEngine(current);
       }
     },
     setOpencodeVariable(name, value) {
@@ -111,7 +157,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       started.dispose();
       const current = engine ?? (await creating?.catch(() => undefined));
       engine = undefined;
-      if (current) await current.close();
+      if (current) await closeEngine(current);
     },
   };
 }

@@ -206,6 +206,12 @@ const settingSpecs = {
     default: 0,
     description: 'Default token budget of a new feature group, over all its loops together (0 = none). Paused and warned like the money budget.',
   },
+  'forge.engine.shareProcess': {
+    schema: z.boolean(),
+    default: true,
+    description:
+      'One engine per data folder: a forge run (or a window) whose data folder already has a running Forge engine (another forge run, a VS Code window) hands its loop to that process, so loops share one process, one server and one writer. Off: every process supervises its own loops (CI isolation; forge run --no-handover does the same for one run).',
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

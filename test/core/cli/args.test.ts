@@ -8,12 +8,12 @@ const usage = (argv: string[], re: RegExp) =>
 describe('forge CLI arguments', () => {
   it('run with every option', () => {
     const c = parseCli(
-      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--variant', 'high', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json', '--follow'],
+      ['run', 'plan.md', '--repo', '/r', '--name', 'x', '--max-iterations', '0', '--model', 'a/b', '--auditor-model', 'c/d', '--variant', 'high', '--sandbox', '--merge', 'fast-forward', '--data-dir', '/d', '--json', '--follow', '--no-handover'],
       '/cwd',
     );
     assert.deepEqual(c, {
       command: 'run', planPath: 'plan.md', repo: '/r', dataDir: '/d', json: true, name: 'x', maxIterations: 0,
-      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward', budget: null, dryRun: false, follow: true,
+      model: 'a/b', auditorModel: 'c/d', variant: 'high', sandbox: true, merge: 'fast-forward', budget: null, dryRun: false, follow: true, noHandover: true,
     });
   });
 
@@ -86,10 +86,13 @@ describe('forge CLI arguments', () => {
   it('restart takes other models, a variant and a new budget', () => {
     const c = parseCli(['restart', 'l1', '--model', 'p/m2', '--auditor-model', 'p/a2', '--variant', 'max', '--budget', '7.50', '--budget-tokens', '3000000'], '/c');
     assert.deepEqual(c, {
-      command: 'restart', name: 'l1', force: false, follow: false, model: 'p/m2', auditorModel: 'p/a2', variant: 'max', budget: { money: 7.5, tokens: 3_000_000 }, repo: '/c', dataDir: null, json: false,
+      command: 'restart', name: 'l1', force: false, follow: false, model: 'p/m2', auditorModel: 'p/a2', variant: 'max', budget: { money: 7.5, tokens: 3_000_000 }, repo: '/c', dataDir: null, json: false, noHandover: false,
     });
     const plain = parseCli(['restart', 'l1'], '/c');
-    assert.deepEqual(plain, { command: 'restart', name: 'l1', force: false, follow: false, model: null, auditorModel: null, variant: null, budget: null, repo: '/c', dataDir: null, json: false });
+    assert.deepEqual(plain, { command: 'restart', name: 'l1', force: false, follow: false, model: null, auditorModel: null, variant: null, budget: null, repo: '/c', dataDir: null, json: false, noHandover: false });
+    assert.equal((parseCli(['restart', 'l1', '--no-handover'], '/c') as { noHandover: boolean }).noHandover, true);
+    usage(['status', '--no-handover'], /--no-handover applies to forge run, forge goal and forge restart only/);
+    usage(['group', 'p.md', '--no-handover'], /--no-handover applies to forge run, forge goal and forge restart only/);
     usage(['restart', 'l1', '--model', 'nomodel'], /--model must be "provider\/model"/);
   });
 

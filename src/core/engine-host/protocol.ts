@@ -1,0 +1,209 @@
+/**
+ * The engine endpoint's wire protocol: newline-delimited JSON over the data folder's Unix socket.
+ * Pure: framing, validation (zod) and the shapes of every message, no I/O. Whatever arrives on
+ * the socket is untrusted input: it is parsed here and refused with a reason when malformed,
+ * before the engine acts on it.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../loop/runtime-types';
+import type { LiveFeedEvent } from '../live/live-feed';
+
+/** Bumped when a message changes shape: an engine of another version is not handed loops. */
+export const ENGINE_PROTOCOL_VERSION = 1;
+
+/** One message may be long (a plan's text), never unbounded: a line past this is refused. */
+export const MAX_LINE_CHARS = 4 * 1024 * 1024;
+
+export type EngineKind = 'cli' | 'vscode';
+
+/** What an engine says about itself (in its info file and in its `hello`). */
+export interface EngineInfo {
+  pid: number;
+  supervisorId: string;
+  kind: EngineKind;
+  /** ms since the epoch. */
+  started: number;
+  version: number;
+}
+
+const ref = z.strictObject({ projectId: z.string().min(1), name: z.string().min(1) });
+const strings = z.array(z.string()).readonly().optional();
+const budget = z
+  .strictObject({
+    money: z.number().nullable().optional(),
+    tokens: z.number().nullable().optional(),
+    auditorShare: z.number().nullable().optional(),
+  })
+  .optional();
+
+const startRequest = z.strictObject({
+  kind: z.enum(['plan', 'goal']),
+  repoPath: z.string().min(1),
+  planText: z.string().optional(),
+  planSource: z.string().optional(),
+  goal: z.string().optional(),
+  checks: z.strictObject({ check: strings, exists: strings, contains: strings, matches: strings }).optional(),
+  name: z.string().optional(),
+  maxIterations: z.number().int().optional(),
+  model: z.string().optional(),
+  auditorModel: z.string().optional(),
+  variant: z.string().optional(),
+  sandbox: z.boolean().optional(),
+  merge: z.enum(['never', 'fast-forward', 'merge']).optional(),
+  baseCommit: z.string().optional(),
+  budget,
+});
+
+const restartOptions = z.strictObject({
+  force: z.boolean().optional(),
+  model: z.string().optional(),
+  auditorModel: z.string().optional(),
+  variant: z.string().optional(),
+  budget,
+});
+
+/** Fields every request carries: the engine's secret, who asks, and what the asker runs with. */
+const common = {
+  secret: z.string(),
+  /** The asking process (for the engine's log line only: not trusted for anything). */
+  clientPid: z.number().int(),
+  /** Whether the client wants the agent's live feed (--follow). */
+  follow: z.boolean().optional(),
+  /** Fingerprint of the client's settings and environment (see compatibilityKey). */
+  compat: z.string(),
+};
+
+export const engineRequestSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('hello'), secret: z.string(), version: z.number().int() }),
+  z.strictObject({ type: z.literal('start'), ...common, request: startRequest }),
+  z.strictObject({ type: z.literal('restart'), ...common, ref, options: restartOptions }),
+  z.strictObject({ type: z.literal('cancel'), secret: z.string(), ref }),
+]);
+
+export type EngineRequest =
+  | { type: 'hello'; secret: string; version: number }
+  | { type: 'start'; secret: string; clientPid: number; follow?: boolean; compat: string; request: StartLoopRequest }
+  | { type: 'restart'; secret: string; clientPid: number; follow?: boolean; compat: string; ref: LoopRef; options: RestartLoopOptions }
+  | { type: 'cancel'; secret: string; ref: LoopRef };
+
+/** Why an engine refuses a request outright (before any loop is touched). */
+export type RefusalCode = 'unauthorized' | 'bad_message' | 'incompatible' | 'closing' | 'version';
+
+export type EngineReply =
+  | { type: 'hello'; engine: EngineInfo }
+  | { type: 'accepted'; ref: LoopRef }
+  | { type: 'refused'; code: RefusalCode; message: string }
+  /** The runtime refused the request (a LoopRuntimeError: bad plan, bad name, running …). */
+  | { type: 'error'; code: string; message: string }
+  | { type: 'event'; event: LoopRuntimeEvent }
+  | { type: 'live'; event: LiveFeedEvent }
+  | { type: 'cancelled' };
+
+const loopEvent = z.looseObject({ type: z.string().startsWith('loop.'), loop: ref });
+const engineInfo = z.strictObject({
+  pid: z.number().int().positive(),
+  supervisorId: z.string().min(1),
+  kind: z.enum(['cli', 'vscode']),
+  started: z.number(),
+  version: z.number().int(),
+});
+
+export const engineReplySchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('hello'), engine: engineInfo }),
+  z.strictObject({ type: z.literal('accepted'), ref }),
+  z.strictObject({ type: z.literal('refused'), code: z.enum(['unauthorized', 'bad_message', 'incompatible', 'closing', 'version']), message: z.string() }),
+  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string() }),
+  z.strictObject({ type: z.literal('event'), event: loopEvent }),
+  z.strictObject({ type: z.literal('live'), event: z.looseObject({ type: z.enum(['session', 'part']), loop: ref }) }),
+  z.strictObject({ type: z.literal('cancelled') }),
+]);
+
+export const engineInfoSchema = engineInfo;
+
+/** Parses one line as a request; a reason instead when it is not JSON or not a request. */
+export function parseRequest(line: string): { ok: true; request: EngineRequest } | { ok: false; message: string } {
+  return parseWith(line, engineRequestSchema) as { ok: true; request: EngineRequest } | { ok: false; message: string };
+}
+
+/** Parses one line as a reply. */
+export function parseReply(line: string): { ok: true; reply: EngineReply } | { ok: false; message: string } {
+  const r = parseWith(line, engineReplySchema);
+  return r.ok ? { ok: true, reply: r.request as EngineReply } : r;
+}
+
+function parseWith(line: string, schema: z.ZodType): { ok: true; request: unknown } | { ok: false; message: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch (error) {
+    return { ok: false, message: `not JSON (${(error as Error).message})` };
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) return { ok: false, message: parsed.error.issues.map((i) => `${i.path.join('.') || '(message)'}: ${i.message}`).join('; ') };
+  return { ok: true, request: parsed.data };
+}
+
+/** One message as one line. */
+export function encodeMessage(message: EngineRequest | EngineReply): string {
+  return JSON.stringify(message) + '\n';
+}
+
+/**
+ * Splits a byte stream into lines. A line longer than MAX_LINE_CHARS is an error (the peer is
+ * not speaking this protocol, or is hostile): the caller drops the connection.
+ */
+export class LineDecoder {
+  private buffer = '';
+  constructor(private readonly maxChars = MAX_LINE_CHARS) {}
+
+  push(chunk: string): { lines: string[]; overflow: boolean } {
+    this.buffer += chunk;
+    const lines: string[] = [];
+    let nl: number;
+    while ((nl = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, nl);
+      this.buffer = this.buffer.slice(nl + 1);
+      if (line.trim() !== '') lines.push(line);
+    }
+    return { lines, overflow: this.buffer.length > this.maxChars || lines.some((l) => l.length > this.maxChars) };
+  }
+}
+
+/** Constant-time comparison of a presented secret with the engine's. */
+export function secretMatches(presented: string, secret: string): boolean {
+  const a = Buffer.from(presented, 'utf8');
+  const b = Buffer.from(secret, 'utf8');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * What must be equal for a loop to run the same in the engine as in the asking process: the
+ * resolved Forge settings, and the environment variables that reach opencode and choose models
+ * or credentials. A loop is only handed to an engine with the same key; otherwise the asking
+ * process supervises it itself (its own settings would silently not apply).
+ */
+export function compatibilityKey(settings: unknown, env: NodeJS.ProcessEnv): string {
+  const relevant = Object.keys(env)
+    .filter((k) => COMPAT_ENV.test(k))
+    .sort()
+    .map((k) => [k, env[k]]);
+  // A hash: credentials are part of what is compared and never travel over the socket.
+  return createHash('sha256').update(JSON.stringify({ settings: sortKeys(settings), env: relevant })).digest('hex');
+}
+
+/** HOME/XDG (opencode's configuration), PATH (which opencode, git), models and credentials. */
+const COMPAT_ENV = /^(HOME|PATH|FORGE_MODEL|XDG_[A-Z_]+|OPENCODE_[A-Z_]+|[A-Z0-9_]*(API_KEY|_TOKEN|_SECRET|_BASE_URL))$/;
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.keys(value as object).sort().map((k) => [k, sortKeys((value as Record<string, unknown>)[k])]));
+  }
+  return value;
+}
+
+/** The loop a runtime or live event is about, as one key. */
+export function refKey(r: LoopRef): string {
+  return `${r.projectId}\u0000${r.name}`;
+}
