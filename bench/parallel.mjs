@@ -251,11 +251,25 @@ async function main() {
    * is not built is listed, said so, and skipped.
    */
   const MODES = {
-    // --no-handover: since one engine per data folder (issue 14 part 2), later runs would hand their loops to the first.
-    'per-loop': { built: true, what: 'one opencode server per loop (each forge run starts its own and supervises its loop itself)', args: ['--no-handover'], env: {} },
-    shared: { built: false, what: 'one opencode server (and one engine) per data folder serving every loop (issue 14 parts 1–2)', args: [], env: {} },
+    // --no-handover and serverMode perLoop: every forge run supervises its own loop on its own server (the old way).
+    'per-loop': {
+      built: true,
+      what: 'one opencode server per loop (each forge run starts its own and supervises its loop itself)',
+      args: ['--no-handover'],
+      env: { FORGE_SETTINGS: JSON.stringify({ 'forge.opencode.serverMode': 'perLoop' }) },
+    },
+    // The defaults: the runs hand their loops to the data folder's engine, whose loops share one opencode server.
+    shared: { built: true, what: 'one engine and one opencode server per data folder serving every loop (issue 14 parts 1–2; the defaults)', args: [], env: {} },
+    // As shared, but the 2nd and later runs start once the first loop's first prompt was accepted (the server is up).
+    'shared-warm': {
+      built: true,
+      what: 'as shared, with the 2nd and later runs started once the 1st loop has its first prompt accepted (a server already up)',
+      args: [],
+      env: {},
+      staggered: true,
+    },
   };
-  const modes = listArg('mode', 'per-loop');
+  const modes = listArg('mode', 'per-loop,shared,shared-warm');
   for (const m of modes) {
     if (!MODES[m]) {
       console.error(`--mode: unknown mode "${m}" (known: ${Object.keys(MODES).join(', ')})`);
@@ -385,8 +399,11 @@ async function main() {
     currentMarker = marker;
     worker.postMessage({ type: 'start', marker, intervalMs: INTERVAL_MS });
     const loops = [];
+    const byName = new Map();
+    // A handed-over loop's debug lines come from the engine's CLI, not its own: any CLI's line counts, by loop name.
+    const busy = /^debug \[loop (\S+)\] event session\.busy (\S+)/;
     const spawnAt = performance.now();
-    for (let i = 0; i < n; i++) {
+    const spawnLoop = (i) => {
       const name = `${label}-${runTag}-${i + 1}`;
       loopNames.add(name);
       const args = [cli, 'run', world.plan, '--name', name, '--repo', world.repo, '--data-dir', world.dataDir, '--json', ...(NO_SANDBOX ? ['--no-sandbox'] : []), ...MODES[mode].args];
@@ -394,7 +411,7 @@ async function main() {
       const child = spawn(process.execPath, args, { cwd: world.repo, env: { ...baseEnv, ...MODES[mode].env, [MARKER_VARIABLE]: marker }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
       live.add(child);
       const loop = { name, child, t0, firstSession: null, firstPrompt: null, ended: null, confinement: null, exit: null, exitAt: null, problems: [] };
-      const busy = new RegExp(`^debug \\[loop ${name}\\] event session\\.busy (\\S+)`);
+      byName.set(name, loop);
       const lines = (stream, onLine) => {
         let buf = '';
         stream.on('data', (chunk) => {
@@ -418,8 +435,11 @@ async function main() {
       });
       lines(child.stderr, (l, at) => {
         const m = busy.exec(l);
-        if (m && loop.firstPrompt === null && (!loop.firstSession || loop.firstSession.id === m[1])) loop.firstPrompt = at - t0;
-        else if (/^forge: (warning|error)|^Error|^\s*at /.test(l)) loop.problems.push(l);
+        const target = m ? byName.get(m[1]) : undefined;
+        if (target) {
+          if (target.firstPrompt === null && (!target.firstSession || target.firstSession.id === m[2])) target.firstPrompt = at - target.t0;
+        } else if (/^forge: (warning|error)|^Error|^\s*at /.test(l)) loop.problems.push(l);
+        else if (/^forge: handed loop/.test(l)) loop.handedOver = true;
       });
       loop.exited = new Promise((resolve) => child.once('close', (code, signal) => {
         live.delete(child);
@@ -428,8 +448,17 @@ async function main() {
         resolve();
       }));
       loops.push(loop);
+    };
+    spawnLoop(0);
+    if (MODES[mode].staggered && n > 1) {
+      // The rest start once the first loop's first prompt was accepted (or it ended without one).
+      let firstDone = false;
+      void loops[0].exited.then(() => (firstDone = true));
+      while (loops[0].firstPrompt === null && !firstDone) await new Promise((r) => setTimeout(r, 10));
     }
-    const spread = performance.now() - spawnAt;
+    const restAt = performance.now();
+    for (let i = 1; i < n; i++) spawnLoop(i);
+    const spread = performance.now() - (n > 1 ? restAt : spawnAt);
     worker.postMessage({ type: 'roots', roots: loops.map((l) => l.child.pid) });
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -459,7 +488,9 @@ async function main() {
       name: l.name,
       why: timedOut && l.ended?.status !== 'completed' ? `timed out after ${TIMEOUT_MS / 60_000} min` : `exit ${l.exit}${l.ended ? `, ${l.ended.status} (${l.ended.reason})` : ''}${l.problems.length ? `: ${l.problems.at(-1)}` : ''}`,
     }));
-    return { n, peak, samples, wall, spread, loops, completed: completed.length, failed, leftBehind, confinements: [...new Set(loops.map((l) => l.confinement ?? 'unknown'))] };
+    const opencodeProcesses = new Set(seen.filter((p) => p.cls === 'opencode').map((p) => p.pid)).size;
+    const handedOver = loops.filter((l) => l.handedOver).length;
+    return { n, peak, samples, wall, spread, loops, completed: completed.length, failed, leftBehind, opencodeProcesses, handedOver, confinements: [...new Set(loops.map((l) => l.confinement ?? 'unknown'))] };
   }
 
   const mb = (bytes) => `${(bytes / 1e6).toFixed(0)} MB`;
@@ -527,6 +558,8 @@ async function main() {
       sampledMs: runs.reduce((a, r) => a + r.wall, 0),
       spread: Math.max(...runs.map((r) => r.spread)),
       failures: runs.flatMap((r) => r.failed),
+      opencodeProcesses: Math.max(...runs.map((r) => r.opencodeProcesses)),
+      handedOver: runs.reduce((a, r) => a + r.handedOver, 0),
     };
   });
   console.log(`load after: ${loadAfter}`);
@@ -549,6 +582,7 @@ async function main() {
     if (r.noPrompt) notes.push(`${r.noPrompt} loop(s) never had a prompt accepted`);
     if (r.failures.length) notes.push(`failed: ${r.failures.map((f) => `${f.name} (${f.why})`).join('; ')}`);
     if (r.leftBehind.length) notes.push(`${r.leftBehind.length} process(es) outlived their CLI (1 s after its exit) and were killed by the bench: ${[...new Set(r.leftBehind)].join(', ')}`);
+    notes.push(`opencode processes seen: ${r.opencodeProcesses} (most in one run); loops handed over to another CLI's engine: ${r.handedOver} of ${r.of}`);
     notes.push(`confinement: ${r.confinements.join(', ')}; ${r.processes} processes at the peak; ${r.samples} samples (one per ${(r.sampledMs / r.samples).toFixed(0)} ms on average${r.sampledMs / r.samples > INTERVAL_MS * 1.2 ? `: the loaded machine stretched the ${INTERVAL_MS} ms` : ''}); all started within ${r.spread.toFixed(0)} ms`);
     console.log(`${r.mode} N=${r.n}: ${notes.join('; ')}`);
   }

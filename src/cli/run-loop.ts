@@ -6,7 +6,7 @@
 import { resolve } from 'node:path';
 import type { ForgeSettings } from '../core/config/settings';
 import type { ForgeEngine } from '../core/engine';
-import { becomeEngine, compatibilityKey, connectToEngine, type EngineEndpoint } from '../core/engine-host';
+import { becomeEngine, compatibilityKey, connectOrClaimEngine, type EngineEndpoint } from '../core/engine-host';
 import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../core/loop/runtime-types';
@@ -70,9 +70,9 @@ export async function runLoop(engine: ForgeEngine, cmd: RunCommand, settings: Fo
     };
   }
   if (share) {
-    const conn = await connectToEngine(engine.dataDir);
-    if (conn) {
-      const code = await runHandedOver(conn, { ...what, follow: cmd.follow, compat }, { json: cmd.json, follow: cmd.follow, out, err, getLoop: (r) => engine.runtime.get(r) });
+    const found = await connectOrClaimEngine(engine.dataDir);
+    if ('conn' in found) {
+      const code = await runHandedOver(found.conn, { ...what, follow: cmd.follow, compat }, { json: cmd.json, follow: cmd.follow, out, err, getLoop: (r) => engine.runtime.get(r) });
       if (code !== 'self') return code;
     }
   }

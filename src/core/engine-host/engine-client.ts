@@ -6,7 +6,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import type { LoopRef, RestartLoopOptions, StartLoopRequest } from '../loop/runtime-types';
-import { endpointPaths, readLiveEngineInfo, readSecret } from './endpoint-files';
+import { endpointPaths, readLiveEngineInfo, readSecret, takeClaim } from './endpoint-files';
 import { encodeMessage, ENGINE_PROTOCOL_VERSION, LineDecoder, parseReply, type EngineInfo, type EngineReply, type EngineRequest } from './protocol';
 
 export interface EngineConnection {
@@ -24,6 +24,24 @@ export interface EngineConnection {
 export type StartOrRestart =
   | { type: 'start'; request: StartLoopRequest; follow: boolean; compat: string }
   | { type: 'restart'; ref: LoopRef; options: RestartLoopOptions; follow: boolean; compat: string };
+
+/**
+ * The data folder's engine, or this process's claim to become it. Runs started at the same
+ * moment would otherwise each find no engine and each supervise their own loop: the first takes
+ * the claim (and listens once its own loop runs), the others wait for it to listen — while its
+ * claim holder lives, at most `waitMs` — and hand their loops over to it.
+ */
+export async function connectOrClaimEngine(dataDir: string, waitMs = 60_000): Promise<{ conn: EngineConnection } | { claimed: boolean }> {
+  const paths = endpointPaths(dataDir);
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const conn = await connectToEngine(dataDir);
+    if (conn) return { conn };
+    if (takeClaim(paths)) return { claimed: true };
+    if (Date.now() >= deadline) return { claimed: false };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 /**
  * The data folder's engine, connected and greeted; null when none answers (no info file, a dead

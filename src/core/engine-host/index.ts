@@ -1,6 +1,6 @@
 /** One engine per data folder: the endpoint a supervising process listens on, and its clients. */
 export { becomeEngine, type EngineEndpoint, type EngineEndpointDeps } from './engine-server';
-export { connectToEngine, type EngineConnection, type StartOrRestart } from './engine-client';
+export { connectOrClaimEngine, connectToEngine, type EngineConnection, type StartOrRestart } from './engine-client';
 export { endpointPaths, readEngineInfo } from './endpoint-files';
 export { compatibilityKey, type EngineInfo, type EngineKind } from './protocol';
 export { describeSupervision, formatSupervision, supervisorKind, type LoopSupervision } from './supervision';
