@@ -21,7 +21,7 @@ import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
-import { createSharedOpencodePool } from './opencode/shared-opencode';
+import { createSharedOpencodePool, type SharedServerInfo } from './opencode/shared-opencode';
 import { buildImage } from './sandbox';
 import { createEngineSandboxes } from './engine-sandboxes';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
@@ -97,6 +97,8 @@ export interface ForgeEngine {
   readonly planner: PlanDrafter;
   /** What the agent sessions of the loops this process drives are doing now (not persisted). */
   readonly live: LiveFeed;
+  /** The opencode servers this process's loops share now, and which loops each serves. */
+  opencodeServers(): SharedServerInfo[];
   /** Feature groups: a PRD split into feature plans, run as loops under a cap and a group budget (`forge group`). */
   readonly groups: FeatureGroupService;
   /** Fires (debounced) when this or another process wrote to the database. */
@@ -299,6 +301,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     worktrees,
     planner,
     live,
+    opencodeServers: () => sharedOpencode.servers(),
     groups,
     onDidChangeStore(listener) {
       listeners.add(listener);
