@@ -83,6 +83,8 @@ export interface ForgeEngineOptions {
   hostKind?: 'cli' | 'vscode';
   /** TEST ONLY: lowers the shell-hang watchdog's 60 s floor (no user setting can). */
   shellWatchdogFloorMs?: number;
+  /** TEST ONLY: the tool server's bearer secret (default: random per tool server), so a test can hunt for it. */
+  toolServerSecret?: string;
 }
 
 export interface ForgeEngine {
@@ -145,6 +147,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
         backend: createLoopToolBackend({ projectId, db, jobs: loopJobs, featureSplits: { write: (scopeKey, args) => groups.inbox.write(scopeKey, args) } }),
         onCall: (entry) => log.info(`[tools] ${entry.loopName ?? '-'} ${entry.role ?? '?'} ${entry.tool}: ${entry.outcome}${entry.message ? ` — ${entry.message}` : ''}`),
         onError: (e) => log.error(`[tools] ${String(e)}`),
+        ...(options.toolServerSecret ? { secret: options.toolServerSecret } : {}),
       });
       toolServers.set(projectId, server);
     }

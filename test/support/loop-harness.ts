@@ -71,6 +71,8 @@ export interface LoopHarnessOptions {
   shellWatchdogFloorMs?: number;
   /** More models of the mock provider (see OpencodeTestEnvironmentOptions.extraModels). */
   extraModels?: string[];
+  /** TEST ONLY engine option: the tool servers' bearer secret. */
+  toolServerSecret?: string;
   /** Sees every line the engines log. */
   onLog?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -105,6 +107,7 @@ export async function createLoopHarness(options: LoopHarnessOptions = {}): Promi
       opencodeExtraEnv: env.env,
       leaseTtlMs: options.leaseTtlMs,
       ...(options.shellWatchdogFloorMs !== undefined ? { shellWatchdogFloorMs: options.shellWatchdogFloorMs } : {}),
+      ...(options.toolServerSecret ? { toolServerSecret: options.toolServerSecret } : {}),
     });
     engines.push(engine);
     return engine;

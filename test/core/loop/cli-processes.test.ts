@@ -173,9 +173,13 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
     ]);
     // Section 1 is committed before the kill; section 2's audit is in flight.
     const state = await loopState();
-    const oldPid = state.opencodePid as number;
-    const oldMarker = state.opencodeMarker as string;
-    assert.ok(Number.isInteger(oldPid) && oldPid > 0, `opencodePid stored: ${JSON.stringify(state)}`);
+    // The loop's opencode server: its own (recorded on the loop), or the one the CLI's loops
+    // share (not recorded: a takeover must never kill a server other loops use), found under the CLI.
+    const shared = !state.opencodePid;
+    const oldPid = shared ? runner.processesWith(PROCESS_MARKER_VARIABLE, a.marker).find((pid) => commandLineOf(pid).includes(' serve '))! : (state.opencodePid as number);
+    const oldMarker = shared ? environValue(oldPid, OPENCODE_MARKER_VARIABLE)! : (state.opencodeMarker as string);
+    assert.ok(Number.isInteger(oldPid) && oldPid > 0, `the loop's opencode server: ${JSON.stringify(state)}`);
+    if (shared) assert.match(String(state.opencodeLoopMarker), /^[0-9a-f]{16,}$/, 'a loop on a shared server records the marker of its own processes');
     assert.match(oldMarker ?? '', /^[0-9a-f]{16,}$/, 'the opencode server marker is stored with its pid');
     assert.ok(runner.processesWith(OPENCODE_MARKER_VARIABLE, oldMarker).includes(oldPid), 'the stored marker is the running server\'s');
 
@@ -500,6 +504,11 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
 });
 
 /** A process's command line, for messages ('' once it is gone). */
+function environValue(pid: number, name: string): string | undefined {
+  const entry = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((e) => e.startsWith(`${name}=`));
+  return entry?.slice(name.length + 1);
+}
+
 function commandLineOf(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');

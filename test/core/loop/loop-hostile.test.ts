@@ -12,6 +12,7 @@
  *   more), see a Forge/opencode/provider secret in its shell environment.
  */
 import { strict as assert } from 'node:assert';
+import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -27,9 +28,11 @@ function hidden(value: string): string {
   return `"$(printf %s '${value.slice(0, cut)}' '${value.slice(cut)}')"`;
 }
 
-/** Values of Forge's and opencode's secrets, read on the host from every running opencode server. */
+const TOOL_SERVER_SECRET = randomBytes(32).toString('base64url');
+
+/** Values of Forge's and opencode's secrets: the tool server's, and those read on the host from every running opencode server. */
 function opencodeSecrets(): string[] {
-  const found = new Set<string>();
+  const found = new Set<string>([TOOL_SERVER_SECRET]);
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     let environ: string;
     try {
@@ -171,8 +174,10 @@ describe('a hostile model in a loop (real opencode, real git, real bwrap)', func
     this.timeout(10 * 60_000);
     bwrapPrereqs();
     dataDir = mkdtempSync(path.join(sandboxTestTempRoot(), 'hostile-data-'));
-    // Default settings, as a new user has them: nothing about the sandbox is set.
-    h = await createLoopHarness({ dataDir });
+    // Default settings, as a new user has them: nothing about the sandbox is set. The tool
+    // server's secret is known to the test (a shared opencode server never holds it in its
+    // environment, where the hunt below would find it), so it can look for it everywhere.
+    h = await createLoopHarness({ dataDir, toolServerSecret: TOOL_SERVER_SECRET });
   });
   after(async function () {
     this.timeout(2 * 60_000);

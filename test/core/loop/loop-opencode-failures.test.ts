@@ -50,12 +50,14 @@ describe('loop facing a failing opencode or model (real opencode, scripted model
     h.model.setHandler(script.handler);
     const ref = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Check the readme' });
     await h.model.waitForRequest((r) => !r.isTitleRequest, 180_000);
-    const oldPid = readExtras(h.engine.runtime.get(ref)!).opencodePid!;
+    // The loop's server: its own (recorded on the loop) or the one it shares with this process's loops.
+    const serverPid = () => readExtras(h!.engine.runtime.get(ref)!).opencodePid ?? h!.engine.opencodeServers().find((s) => s.loops.includes(ref.name))?.pid;
+    const oldPid = serverPid()!;
     const oldPort = portOf(oldPid);
     process.kill(oldPid, 'SIGKILL');
 
     const newPid = await until('the restarted server is recorded', () => {
-      const pid = readExtras(h!.engine.runtime.get(ref)!).opencodePid;
+      const pid = serverPid();
       return pid && pid !== oldPid ? pid : undefined;
     });
     const newPort = portOf(newPid);
