@@ -20,8 +20,8 @@ export interface HandoverOutput {
   follow: boolean;
   out(line: string): void;
   err(line: string): void;
-  /** The loop's row as the database has it now (read-only). */
-  getLoop(ref: LoopRef): LoopRow | undefined;
+  /** The loop's row as the database has it now (read-only; opens this process's engine on first use). */
+  getLoop(ref: LoopRef): Promise<LoopRow | undefined>;
 }
 
 const RUNTIME_ERROR_CODES = new Set(['bad_plan', 'bad_name', 'bad_request', 'workspace', 'not_found', 'completed', 'running', 'not_running', 'sandbox', 'opencode']);
@@ -107,7 +107,7 @@ export async function runHandedOver(conn: EngineConnection, message: StartOrRest
  */
 async function afterDisconnect(ref: LoopRef, enginePid: number, io: HandoverOutput, printEvent: (e: LoopRuntimeEvent) => void): Promise<number> {
   for (;;) {
-    const row = io.getLoop(ref);
+    const row = await io.getLoop(ref);
     if (row && row.status !== 'running' && row.status !== 'starting') {
       // It ended as the engine hung up: the end is recorded.
       try {

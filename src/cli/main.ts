@@ -79,8 +79,12 @@ function cliSettings(cmd: CliCommand): ForgeSettings {
   return settings;
 }
 
+function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
+  return resolve(cmd.dataDir ?? resolveDataDir(process.env));
+}
+
 async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, settings: ForgeSettings): Promise<ForgeEngine> {
-  const dataDir = resolve(cmd.dataDir ?? resolveDataDir(process.env));
+  const dataDir = dataDirOf(cmd);
   const debug = process.env.FORGE_LOG === 'debug';
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.cjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
@@ -226,14 +230,22 @@ async function main(argv: string[]): Promise<number> {
   let engine: ForgeEngine | undefined;
   try {
     const settings = cliSettings(cmd);
+    if ((cmd.command === 'run' || cmd.command === 'goal' || cmd.command === 'restart') && !(cmd.command !== 'restart' && cmd.dryRun)) {
+      // Opened only when needed: a loop handed to the data folder's engine never needs it.
+      let opening: Promise<ForgeEngine> | undefined;
+      const open = () =>
+        (opening ??= openEngine(cmd, settings).then((e) => {
+          engine = e;
+          return e;
+        }));
+      return await runLoop(dataDirOf(cmd), open, cmd, settings, { out, err });
+    }
     engine = await openEngine(cmd, settings);
     switch (cmd.command) {
       case 'run':
       case 'goal':
-        if (cmd.dryRun) return await dryRun(engine, cmd, settings);
-        return await runLoop(engine, cmd, settings, { out, err });
-      case 'restart':
-        return await runLoop(engine, cmd, settings, { out, err });
+        // Only a dry run gets here (the runs went above).
+        return await dryRun(engine, cmd, settings);
       case 'plan':
         return await draftPlan(engine, cmd);
       case 'group':

@@ -18,7 +18,12 @@ import { readInputFile } from './read-input';
 
 type RunCommand = Extract<CliCommand, { command: 'run' | 'goal' | 'restart' }>;
 
-export async function runLoop(engine: ForgeEngine, cmd: RunCommand, settings: ForgeSettings, io: { out(line: string): void; err(line: string): void }): Promise<number> {
+/**
+ * `openEngine` opens this process's engine (the database, sql.js) only when it is needed: a run
+ * that hands its loop over never opens it unless the engine hangs up (then it reads the loop's
+ * row), so a loop handed over costs little more than a Node process.
+ */
+export async function runLoop(dataDir: string, openEngine: () => Promise<ForgeEngine>, cmd: RunCommand, settings: ForgeSettings, io: { out(line: string): void; err(line: string): void }): Promise<number> {
   const { out, err } = io;
   // One engine per data folder: unless opted out, a live engine there supervises this loop.
   const share = !cmd.noHandover && settings['forge.engine.shareProcess'];
@@ -26,7 +31,7 @@ export async function runLoop(engine: ForgeEngine, cmd: RunCommand, settings: Fo
   const compat = compatibilityKey({ ...settings, 'forge.loop.merge': null }, process.env);
   let what: { type: 'start'; request: StartLoopRequest } | { type: 'restart'; ref: LoopRef; options: RestartLoopOptions };
   if (cmd.command === 'restart') {
-    const ref = { projectId: (await engine.runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
+    const ref = { projectId: (await (await openEngine()).runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
     what = {
       type: 'restart',
       ref,
@@ -70,13 +75,13 @@ export async function runLoop(engine: ForgeEngine, cmd: RunCommand, settings: Fo
     };
   }
   if (share) {
-    const found = await connectOrClaimEngine(engine.dataDir);
+    const found = await connectOrClaimEngine(dataDir);
     if ('conn' in found) {
-      const code = await runHandedOver(found.conn, { ...what, follow: cmd.follow, compat }, { json: cmd.json, follow: cmd.follow, out, err, getLoop: (r) => engine.runtime.get(r) });
+      const code = await runHandedOver(found.conn, { ...what, follow: cmd.follow, compat }, { json: cmd.json, follow: cmd.follow, out, err, getLoop: async (r) => (await openEngine()).runtime.get(r) });
       if (code !== 'self') return code;
     }
   }
-  return superviseHere(engine, cmd, what, share ? compat : null, io);
+  return superviseHere(await openEngine(), cmd, what, share ? compat : null, io);
 }
 
 /** This process supervises the loop; with `compat`, it also becomes the data folder's engine (when none is). */
