@@ -19,11 +19,18 @@
 //   and max over the 2nd and later loops (all but the first loop to get there);
 // - wall time (first spawn → last exit) and completed / failed loops.
 //
-// Modes: `per-loop` (today: every `forge run` starts its own opencode server) is the only one
-// built. Issue 14's target compares it with a shared server (one opencode server and one engine
-// per data folder); that mode does not exist yet — add it to MODES when it does.
+// Modes, measured in the same run:
+// - `per-loop`: every `forge run` supervises its own loop on an opencode server of its own
+//   (`--no-handover`, `forge.opencode.serverMode` "perLoop": the way before issue 14);
+// - `shared`: the defaults — the runs hand their loops to the data folder's engine (the first
+//   run; issue 14 part 2), whose loops share one opencode server (part 1); all N spawned at once;
+// - `shared-warm`: as `shared`, but the 2nd and later runs are spawned once the first loop's first
+//   prompt was accepted (a server already up), which is what "start → first prompt of the 2nd
+//   and later loops" asks of a shared server.
+// A handed-over loop's debug lines come from the engine's CLI: they are matched by loop name in
+// every CLI's output.
 //
-//   node bench/parallel.mjs [--n 1,2,4,8,16] [--runs 1] [--mode per-loop] [--warmup 1]
+//   node bench/parallel.mjs [--n 1,2,4,8,16] [--runs 1] [--mode per-loop,shared,shared-warm] [--warmup 1]
 //                           [--timeout-min 15] [--no-sandbox]
 //
 // Every data folder, repository, worktree and process it made is removed at the end, also on
@@ -147,6 +154,8 @@ function sampler() {
   let samples = 0;
   /** pid → { start, cls } of every process seen in this step (for the leftover sweep). */
   const seen = new Map();
+  /** Every opencode process seen in this step (a dying one's last reading may not say opencode any more). */
+  const opencodePids = new Set();
   const marked = new Map();
   const pss = (pid) => {
     try {
@@ -181,6 +190,7 @@ function sampler() {
     for (const [pid, st] of tree) {
       const { cls, name } = classify(pid);
       seen.set(pid, { start: st.start, cls, name });
+      if (cls === 'opencode') opencodePids.add(`${pid}:${st.start}`);
       const p = pss(pid);
       now[cls] += p;
       now.total += p;
@@ -196,6 +206,7 @@ function sampler() {
       peak = { total: 0, forge: 0, opencode: 0, other: 0, processes: 0 };
       samples = 0;
       seen.clear();
+      opencodePids.clear();
       marked.clear();
       timer = setInterval(sample, msg.intervalMs);
       sample();
@@ -205,7 +216,7 @@ function sampler() {
     } else if (msg.type === 'stop') {
       clearInterval(timer);
       sample();
-      parentPort.postMessage({ type: 'result', peak, samples, seen: [...seen].map(([pid, i]) => ({ pid, ...i })) });
+      parentPort.postMessage({ type: 'result', peak, samples, seen: [...seen].map(([pid, i]) => ({ pid, ...i })), opencodeProcesses: opencodePids.size });
     }
   });
 }
@@ -470,7 +481,7 @@ async function main() {
     const wall = Math.max(...loops.map((l) => l.exitAt)) - spawnAt;
     const result = sampled();
     worker.postMessage({ type: 'stop' });
-    const { peak, samples, seen } = await result;
+    const { peak, samples, seen, opencodeProcesses } = await result;
     lastSeen = seen;
     // The CLIs stop their servers before they exit; what is still alive 3 s after the last exit
     // (e.g. a guardian's `sleep 0.5` under load) outlived its CLI: named and killed.
@@ -488,7 +499,6 @@ async function main() {
       name: l.name,
       why: timedOut && l.ended?.status !== 'completed' ? `timed out after ${TIMEOUT_MS / 60_000} min` : `exit ${l.exit}${l.ended ? `, ${l.ended.status} (${l.ended.reason})` : ''}${l.problems.length ? `: ${l.problems.at(-1)}` : ''}`,
     }));
-    const opencodeProcesses = new Set(seen.filter((p) => p.cls === 'opencode').map((p) => p.pid)).size;
     const handedOver = loops.filter((l) => l.handedOver).length;
     return { n, peak, samples, wall, spread, loops, completed: completed.length, failed, leftBehind, opencodeProcesses, handedOver, confinements: [...new Set(loops.map((l) => l.confinement ?? 'unknown'))] };
   }
