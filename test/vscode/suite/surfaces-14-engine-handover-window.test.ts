@@ -2,7 +2,7 @@
 // dist/cli.cjs, a separate process) is the data folder's engine; Execute Plan in this window
 // hands its loop to that process, which supervises it (the lease is the CLI's), and the window
 // shows it as a loop another process supervises (Loop Explorer, notification). Cancel Loop in the
-// window ends such a loop too. Real opencode, the scripted model answering as the embedded model
+// window ends such a loop too, and Restart Loop hands the restart to the engine as well. Real opencode, the scripted model answering as the embedded model
 // does, real git and database.
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -47,7 +47,7 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('Execute Plan while a forge run is the engine: the CLI supervises the window\'s loop, the window shows it, Cancel Loop ends another; the CLI exits 0', async () => {
+  it('Execute Plan while a forge run is the engine: the CLI supervises the window\'s loop, the window shows it; Cancel Loop ends another and Restart Loop hands it over again; the CLI exits 0', async () => {
     const env = await forgeTestEnvironment();
     env.model.setHandler((request) => embeddedAgentStep(request));
     const api = await forgeApi();
@@ -125,6 +125,12 @@ describe('one engine per data folder: this window hands its loop to a forge run 
       return found?.tooltip?.includes('running in another window or process') ? found : undefined;
     }, 60_000, 500);
     assert.ok(!node.tooltip!.includes('running in this window'));
+    // So does the dashboard's loop detail.
+    await vscode.commands.executeCommand('forge.openDashboard', ref);
+    await waitFor('the dashboard showing the handed loop as supervised elsewhere', () => {
+      const state = api.dashboard().state;
+      return state?.detail?.key.name === ref.name && state.detail.supervision === 'elsewhere';
+    }, 60_000, 200);
 
     // Cancel Loop in the window ends a loop the CLI supervises (the supervisor honours the request).
     const doomed = await execute('handed-cancel');
@@ -133,6 +139,21 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     const cancel = await vscode.commands.executeCommand<{ status: string }>('forge.cancelLoop', doomed.loop);
     assert.equal(cancel.status, 'done', JSON.stringify(cancel));
     await waitFor('the cancelled loop recorded as cancelled', () => engine.runtime.get(doomed.loop!)?.status === 'cancelled', 120_000, 200);
+
+    // Restart Loop in the window hands the restart over too: the CLI supervises the loop again.
+    const restarted = await vscode.commands.executeCommand<{ status: string; detail?: { supervisorPid?: number } }>('forge.restartLoop', { ...doomed.loop, interactive: false });
+    assert.equal(restarted.status, 'done', JSON.stringify(restarted));
+    assert.equal(restarted.detail?.supervisorPid, cliPid, `the CLI supervises the restarted loop: ${JSON.stringify(restarted)}`);
+    assert.equal(engine.runtime.isSupervising(doomed.loop!), false);
+    // Once for its start, once for its restart.
+    assert.equal(err.split(`supervising loop "handed-cancel" handed over by process ${process.pid}`).length - 1, 2, describeCli());
+    await waitFor('the restarted loop running under the CLI\'s lease', () => {
+      const row = engine.runtime.get(doomed.loop!);
+      return row?.status === 'running' && row.supervisorId?.startsWith(`${cliPid}:cli-`);
+    }, 60_000, 200);
+    await openGate('handed-cancel');
+    await waitFor('the restarted loop completed', () => engine.runtime.get(doomed.loop!)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
+    assert.equal(engine.runtime.get(doomed.loop!)?.status, 'completed', describeCli());
 
     await openGate('handed-loop');
     await waitFor('the handed loop completed', () => engine.runtime.get(ref)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
