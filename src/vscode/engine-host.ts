@@ -2,7 +2,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { ForgeEngine } from './engine-contract';
-import type { EngineEndpoint } from '../core/engine-host';
+import type { EngineEndpoint, HandOverOutcome, StartOrRestart } from '../core/engine-host';
 import type { CoreModule } from './core-loader';
 import type { ForgeLog } from './log';
 import type { SettingsAccessor } from './settings-accessor';
@@ -23,10 +23,20 @@ export interface EngineHost {
    * FORGE_DATA_DIR). Closes a running engine so that the next use picks it up.
    */
   setExtraEnvironment(env: Record<string, string>): Promise<void>;
+  /**
+   * One engine per data folder: offers a loop this window is about to start or restart to the
+   * data folder's engine when another live process is it (and sharing is on). 'handed': that
+   * process supervises the loop (the connection is closed again: the loop does not depend on it);
+   * 'supervise': the window starts it itself. Throws what the engine's runtime refused.
+   */
+  handOver(message: HandOverMessage): Promise<Exclude<HandOverOutcome, { action: 'fail' }>>;
   /** Sets (or, with undefined, removes) a variable of opencode's environment for processes started from now on. */
   setOpencodeVariable(name: string, value: string | undefined): void;
   dispose(): Promise<void>;
 }
+
+/** A start or restart as the window would run it (the compatibility key is the host's to add). */
+export type HandOverMessage = Omit<Extract<StartOrRestart, { type: 'start' }>, 'compat' | 'follow'> | Omit<Extract<StartOrRestart, { type: 'restart' }>, 'compat' | 'follow'>;
 
 export interface EngineHostDeps {
   loadCore: () => Promise<CoreModule>;
@@ -87,8 +97,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
     });
     const listenOnce = () => {
       if (endpoint || !deps.settings.get()['forge.engine.shareProcess']) return;
-      // What a loop of this window runs with: a CLI with other settings or credentials keeps its loop.
-      const compat = core.compatibilityKey({ ...deps.settings.get(), 'forge.loop.merge': null }, { ...opencodeEnv, ...extraEnv });
+      const compat = compatKey(core);
       endpoint = core
         .becomeEngine({
           dataDir,
@@ -119,6 +128,32 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
     return created;
   }
 
+  /** What a loop of this window runs with: a process with other settings or credentials keeps its loop (both ways). */
+  function compatKey(core: CoreModule): string {
+    // --merge travels in the request, as with forge run, so it is no part of what must match.
+    return core.compatibilityKey({ ...deps.settings.get(), 'forge.loop.merge': null }, { ...opencodeEnv, ...extraEnv });
+  }
+
+  async function handOver(message: HandOverMessage): Promise<Exclude<HandOverOutcome, { action: 'fail' }>> {
+    const core = await deps.loadCore();
+    const current = await getEngine();
+    const selfIsEngine = (await endpoint) != null;
+    const plan = core.planHandOver({ shareProcess: deps.settings.get()['forge.engine.shareProcess'], selfIsEngine });
+    if (plan.action === 'supervise') return plan;
+    const conn = await core.connectToEngine(current.dataDir);
+    let outcome: HandOverOutcome;
+    try {
+      outcome = core.judgeHandOverAnswer(conn ? await conn.request({ ...message, follow: false, compat: compatKey(core) }) : null, conn?.engine ?? null);
+    } finally {
+      // The loop's events reach the window through the database (the store watcher), as any other
+      // process's loop does: no connection stays open per loop, and the engine ends none when it closes.
+      conn?.close();
+    }
+    if (outcome.action === 'fail') throw new Error(outcome.message);
+    if (outcome.action === 'supervise' && outcome.detail) log.info(`the data folder's engine declined the loop (${outcome.detail}); this window supervises it`);
+    return outcome;
+  }
+
   /** Loops handed to this window end with it (shutdown, as its own do); then the socket goes. */
   async function closeEngine(current: ForgeEngine): Promise<void> {
     const ep = await endpoint;
@@ -131,14 +166,16 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
     }
   }
 
+  function getEngine(): Promise<ForgeEngine> {
+    if (engine) return Promise.resolve(engine);
+    creating ??= create().finally(() => {
+      creating = undefined;
+    });
+    return creating;
+  }
+
   return {
-    get() {
-      if (engine) return Promise.resolve(engine);
-      creating ??= create().finally(() => {
-        creating = undefined;
-      });
-      return creating;
-    },
+    get: getEngine,
     peek: () => engine,
     onDidStart: started.event,
     async setExtraEnvironment(env) {
@@ -149,6 +186,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
         await closeEngine(current);
       }
     },
+    handOver,
     setOpencodeVariable(name, value) {
       if (value === undefined) delete opencodeEnv[name];
       else opencodeEnv[name] = value;

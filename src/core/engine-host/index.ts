@@ -4,3 +4,4 @@ export { connectOrClaimEngine, connectToEngine, type EngineConnection, type Star
 export { endpointPaths, readEngineInfo } from './endpoint-files';
 export { compatibilityKey, type EngineInfo, type EngineKind } from './protocol';
 export { describeSupervision, formatSupervision, supervisorKind, type LoopSupervision } from './supervision';
+export { judgeHandOverAnswer, planHandOver, type HandOverOutcome, type HandOverPlan, type SuperviseHereReason } from './handover-decision';

@@ -1,6 +1,8 @@
 import * as vscode from 'vscode';
 import type { GoalCheckOptions } from '../../core/checks/parse';
 import { describeConfinement } from '../../core/sandbox/confinement';
+import type { EngineInfo } from '../../core/engine-host';
+import type { LoopRef, StartLoopRequest } from '../../core/loop/runtime-types';
 import type { ForgeEngine } from '../engine-contract';
 import { runExecutionFlow, type ExecutionChoices, type ExecutionMode } from '../execution-flow';
 import { describeEstimate, type PlanSize } from '../../core/loop/budget';
@@ -108,25 +110,29 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
   }
 
   async function startLoop(engine: ForgeEngine, kind: 'plan' | 'goal', repoPath: string, choices: ExecutionChoices, input: { plan?: PlanInput; goal?: string; checks?: GoalCheckOptions; name?: string }): Promise<CommandResult> {
-    const started = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: starting the {0} loop…', kind) },
-      () =>
-        engine.runtime.start({
-          kind,
-          repoPath,
-          ...(input.plan ? { planText: input.plan.text, planSource: input.plan.source } : {}),
-          ...(input.goal !== undefined ? { goal: input.goal } : {}),
-          ...(input.checks && hasGoalContract(input.checks) ? { checks: input.checks } : {}),
-          ...(input.name ? { name: input.name } : {}),
-          maxIterations: choices.maxIterations,
-          ...(choices.model ? { model: choices.model } : {}),
-          ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
-          ...(choices.variant ? { variant: choices.variant } : {}),
-          ...(choices.sandbox !== null ? { sandbox: choices.sandbox } : {}),
-          ...(choices.budget !== undefined ? { budget: { money: choices.budget } } : {}),
-        }),
-    );
+    const request: StartLoopRequest = {
+      kind,
+      repoPath,
+      ...(input.plan ? { planText: input.plan.text, planSource: input.plan.source } : {}),
+      ...(input.goal !== undefined ? { goal: input.goal } : {}),
+      ...(input.checks && hasGoalContract(input.checks) ? { checks: input.checks } : {}),
+      ...(input.name ? { name: input.name } : {}),
+      maxIterations: choices.maxIterations,
+      ...(choices.model ? { model: choices.model } : {}),
+      ...(choices.auditorModel ? { auditorModel: choices.auditorModel } : {}),
+      ...(choices.variant ? { variant: choices.variant } : {}),
+      ...(choices.sandbox !== null ? { sandbox: choices.sandbox } : {}),
+      ...(choices.budget !== undefined ? { budget: { money: choices.budget } } : {}),
+    };
+    const started = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: starting the {0} loop…', kind) }, async () => {
+      // One engine per data folder: another live process that is the engine supervises it (the
+      // merge mode travels with the request, as with forge run); else this window does.
+      const handed = await ctx.engine.handOver({ type: 'start', request: { ...request, merge: ctx.settings.get()['forge.loop.merge'] } });
+      if (handed.action === 'handed') return { ...handed.ref, notices: [] as string[], confinement: undefined, engine: handed.engine };
+      return { ...(await engine.runtime.start(request)), engine: undefined };
+    });
     await ctx.executionMemory.remember(choices);
+    if (started.engine) return showHandedOver(engine, { projectId: started.projectId, name: started.name }, started.engine);
     const ref = { projectId: started.projectId, name: started.name };
     ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, ${describeConfinement(started.confinement)})`);
     for (const notice of started.notices) {
@@ -157,6 +163,37 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
       if (choice === vscode.l10n.t('Open in New Window') && row?.worktreeDir) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(row.worktreeDir), { forceNewWindow: true });
     });
     return { status: 'started', loop: ref, notices: started.notices };
+  }
+
+  /** The loop runs in another process (the data folder's engine): the window shows it as any loop another process supervises. */
+  async function showHandedOver(engine: ForgeEngine, ref: LoopRef, by: EngineInfo): Promise<CommandResult> {
+    ctx.log.info(`loop ${ref.name} handed to the data folder's engine, process ${by.pid} (${by.kind}); that process supervises it`);
+    ctx.loops.refresh();
+    await ctx.loops.refreshNow();
+    const row = engine.runtime.get(ref);
+    let opened: Awaited<ReturnType<typeof ctx.worktreeFolders.open>> = 'none';
+    if (row?.worktreeDir) {
+      try {
+        // Adding a folder may restart the extensions: harmless to this loop (another process
+        // drives it), not to the loops this window drives, hence the deferral as for its own.
+        opened = await ctx.worktreeFolders.open(ref, row.worktreeDir, ctx.settings.get()['forge.openWorktree'], { deferWhileDriving: true });
+      } catch (error) {
+        ctx.notifier.error(vscode.l10n.t('Forge could not open the worktree of {0}', ref.name), error);
+      }
+    }
+    const dashboard = vscode.l10n.t('Open Dashboard');
+    const showLog = vscode.l10n.t('Show Log');
+    const newWindow = vscode.l10n.t('Open in New Window');
+    const message = vscode.l10n.t('Forge: loop "{0}" started in the Forge engine of process {1} ({2}), which supervises it; this window shows it.', ref.name, by.pid, by.kind);
+    const worktree = opened === 'deferred' && row?.worktreeDir ? row.worktreeDir : undefined;
+    void ctx.notifier
+      .info(worktree ? `${message} ${vscode.l10n.t('Its worktree: {0}.', worktree)}` : message, ...(worktree ? [dashboard, newWindow] : [dashboard, showLog]))
+      .then((choice) => {
+        if (choice === dashboard) void ctx.dashboard.show({ loop: ref });
+        if (choice === showLog) ctx.channel.show(true);
+        if (choice === newWindow && worktree) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(worktree), { forceNewWindow: true });
+      });
+    return { status: 'started', loop: ref, notices: [], supervisorPid: by.pid };
   }
 
   async function openSession(repoPath: string, plan: PlanInput, model: string | null): Promise<CommandResult> {

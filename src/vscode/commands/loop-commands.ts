@@ -47,10 +47,20 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     // Restart Loop walks the model, auditor, variant and budget steps, the loop's current choice first.
     const options = force ? {} : await askRestartOptions(ctx, engine, summary.loop, arg);
     if (!options) return { status: 'cancelled' };
-    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: restarting {0}…', summary.loop.name) }, () =>
-      engine.runtime.restart(summary.loop, { ...options, force }),
-    );
+    const ref = { projectId: summary.loop.projectId, name: summary.loop.name };
+    const handed = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: vscode.l10n.t('Forge: restarting {0}…', summary.loop.name) }, async () => {
+      // One engine per data folder: another live process that is the engine supervises the restarted loop; else this window does.
+      const outcome = await ctx.engine.handOver({ type: 'restart', ref, options: { ...options, force } });
+      if (outcome.action === 'handed') return outcome.engine;
+      await engine.runtime.restart(ref, { ...options, force });
+      return undefined;
+    });
     ctx.loops.refresh();
+    if (handed) {
+      ctx.log.info(`loop ${ref.name} restarted in the data folder's engine, process ${handed.pid} (${handed.kind}); that process supervises it`);
+      void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" restarted in the Forge engine of process {1} ({2}), which supervises it; this window shows it.', ref.name, handed.pid, handed.kind));
+      return { status: 'done', detail: { supervisorPid: handed.pid } };
+    }
     void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" restarted.', summary.loop.name));
     return { status: 'done' };
   };

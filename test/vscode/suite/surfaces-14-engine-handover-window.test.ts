@@ -1,0 +1,172 @@
+// One engine per data folder, the other way round (issue 14 part 2): a `forge run` (the built
+// dist/cli.cjs, a separate process) is the data folder's engine; Execute Plan in this window
+// hands its loop to that process, which supervises it (the lease is the CLI's), and the window
+// shows it as a loop another process supervises (Loop Explorer, notification). Cancel Loop in the
+// window ends such a loop too, and Restart Loop hands the restart to the engine as well. Real opencode, the scripted model answering as the embedded model
+// does, real git and database.
+import * as assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import { settingDescriptors } from '../../../src/core/config/settings';
+import { embeddedAgentStep } from '../../../src/core/opencode/embedded-model';
+import { forgeApi, forgeTestEnvironment, MOCK_MODEL, reportFailuresEarly, waitFor } from './forge-test-kit';
+import { harnessInfo } from './support/harness';
+
+/** One section whose check waits for a gate file in the worktree: the loop runs until the test opens it. */
+function gatedPlan(name: string): string {
+  return [`# ${name}`, `Loop Name: ${name}`, '', `## Write ${name}.txt`, `\`\`\`txt file=${name}.txt`, name, '```', `Run: \`touch running-${name} && while [ ! -f gate-${name} ]; do sleep 0.2; done && echo open\``, ''].join('\n');
+}
+
+interface StartedResult {
+  status: string;
+  loop?: { projectId: string; name: string };
+  supervisorPid?: number;
+  message?: string;
+}
+
+describe('one engine per data folder: this window hands its loop to a forge run that is the engine', function () {
+  this.timeout(600_000);
+  this.bail(true);
+  reportFailuresEarly();
+  let cli: ChildProcess | undefined;
+  let cliExit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  let work: string | undefined;
+
+  after(async () => {
+    (await forgeTestEnvironment()).model.setHandler(undefined);
+    await vscode.workspace.getConfiguration('forge').update('openWorktree', undefined, vscode.ConfigurationTarget.Global);
+    try {
+      if (cli?.pid && !cliExit) process.kill(-cli.pid, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it('Execute Plan while a forge run is the engine: the CLI supervises the window\'s loop, the window shows it; Cancel Loop ends another and Restart Loop hands it over again; the CLI exits 0', async () => {
+    const env = await forgeTestEnvironment();
+    env.model.setHandler((request) => embeddedAgentStep(request));
+    const api = await forgeApi();
+    // A fresh engine: a window that started loops earlier in this run is the data folder's engine and stops being it here.
+    await api.setTestEnvironment({ ...env.opencode.env, FORGE_DATA_DIR: env.dataDir });
+    // Adding a worktree folder to this single-folder window would restart the extension host (and this test).
+    await vscode.workspace.getConfiguration('forge').update('openWorktree', 'never', vscode.ConfigurationTarget.Global);
+    const engine = await api.startEngine();
+    const repo = harnessInfo().workspaceFolder;
+    work = await mkdtemp(join(tmpdir(), 'forge-handover-window-'));
+    const worktree = (name: string) => join(env.dataDir, 'worktrees', name);
+    const running = (name: string) => existsSync(join(worktree(name), `running-${name}`));
+    const openGate = (name: string) => writeFile(join(worktree(name), `gate-${name}`), '');
+
+    // The CLI runs with this window's settings: a loop is handed over only between equal settings.
+    const config = vscode.workspace.getConfiguration();
+    const settings = Object.fromEntries(settingDescriptors.map((d) => [d.key, config.get(d.key)]).filter(([, v]) => v !== undefined));
+    const planPath = join(work, 'cli-own.md');
+    await writeFile(planPath, gatedPlan('cli-own'));
+    let out = '';
+    let err = '';
+    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(settings) },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const cliPid = cli.pid!;
+    cli.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    cli.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const exited = new Promise<void>((resolve) => cli!.once('close', (code, signal) => resolve(void (cliExit = { code, signal }))));
+    const describeCli = () => `forge run (exit ${JSON.stringify(cliExit)})\n--- stdout ---\n${out}\n--- stderr ---\n${err}`;
+
+    await waitFor('the CLI\'s own loop at its gated check', () => (cliExit ? 'exited' : running('cli-own')), 300_000, 200);
+    assert.equal(cliExit, undefined, describeCli());
+    const info = await waitFor('the CLI is the data folder\'s engine', () => {
+      try {
+        const i = JSON.parse(readFileSync(join(env.dataDir, 'engine', 'engine.json'), 'utf8')) as { pid: number; kind: string };
+        return i.pid === cliPid ? i : undefined;
+      } catch {
+        return undefined;
+      }
+    }, 60_000, 200);
+    assert.equal(info.kind, 'cli');
+
+    const execute = (name: string) =>
+      vscode.commands.executeCommand<StartedResult>('forge.executePlan', { planText: gatedPlan(name), mode: 'loop', model: MOCK_MODEL, auditorModel: MOCK_MODEL, sandbox: false, maxIterations: 5 });
+
+    // The window's loop goes to the CLI.
+    const result = await execute('handed-loop');
+    assert.equal(result.status, 'started', JSON.stringify(result));
+    assert.equal(result.supervisorPid, cliPid, `the CLI supervises the loop: ${JSON.stringify(result)}\n${describeCli()}`);
+    const ref = result.loop!;
+    assert.equal(ref.name, 'handed-loop');
+    await waitFor('the handed loop at its gated check', () => (cliExit ? 'exited' : running('handed-loop')), 300_000, 200);
+    assert.equal(cliExit, undefined, describeCli());
+    assert.match(err, new RegExp(`supervising loop "handed-loop" handed over by process ${process.pid}`), describeCli());
+    assert.equal(engine.runtime.isSupervising(ref), false, 'the window does not supervise the loop');
+    assert.equal(engine.runtime.isSupervising({ projectId: ref.projectId, name: 'cli-own' }), false);
+    // The lease is the CLI's (the window reads the database as any other process's loop).
+    await waitFor('the loop\'s lease held by the CLI', () => engine.runtime.get(ref)?.supervisorId?.startsWith(`${cliPid}:cli-`), 60_000, 200);
+    // The window said who supervises it.
+    assert.ok(
+      api.notifications().some((n) => n.message.includes(`"handed-loop" started in the Forge engine of process ${cliPid} (cli)`)),
+      api.notifications().map((n) => n.message).join(' | '),
+    );
+    // The Loop Explorer shows it as a loop another process runs.
+    const node = await waitFor('the handed loop in the Loop Explorer, run by another process', async () => {
+      await vscode.commands.executeCommand('forge.refreshLoops');
+      const found = api
+        .treeSnapshot()
+        .flatMap(function all(n): typeof n[] {
+          return [n, ...n.children.flatMap(all)];
+        })
+        .find((n) => n.id === `loop:${ref.projectId}/${ref.name}`);
+      return found?.tooltip?.includes('running in another window or process') ? found : undefined;
+    }, 60_000, 500);
+    assert.ok(!node.tooltip!.includes('running in this window'));
+    // So does the dashboard's loop detail.
+    await vscode.commands.executeCommand('forge.openDashboard', ref);
+    await waitFor('the dashboard showing the handed loop as supervised elsewhere', () => {
+      const state = api.dashboard().state;
+      return state?.detail?.key.name === ref.name && state.detail.supervision === 'elsewhere';
+    }, 60_000, 200);
+
+    // Cancel Loop in the window ends a loop the CLI supervises (the supervisor honours the request).
+    const doomed = await execute('handed-cancel');
+    assert.equal(doomed.supervisorPid, cliPid, JSON.stringify(doomed));
+    await waitFor('the second handed loop at its gated check', () => (cliExit ? 'exited' : running('handed-cancel')), 300_000, 200);
+    const cancel = await vscode.commands.executeCommand<{ status: string }>('forge.cancelLoop', doomed.loop);
+    assert.equal(cancel.status, 'done', JSON.stringify(cancel));
+    await waitFor('the cancelled loop recorded as cancelled', () => engine.runtime.get(doomed.loop!)?.status === 'cancelled', 120_000, 200);
+
+    // Restart Loop in the window hands the restart over too: the CLI supervises the loop again.
+    const restarted = await vscode.commands.executeCommand<{ status: string; detail?: { supervisorPid?: number } }>('forge.restartLoop', { ...doomed.loop, interactive: false });
+    assert.equal(restarted.status, 'done', JSON.stringify(restarted));
+    assert.equal(restarted.detail?.supervisorPid, cliPid, `the CLI supervises the restarted loop: ${JSON.stringify(restarted)}`);
+    assert.equal(engine.runtime.isSupervising(doomed.loop!), false);
+    // Once for its start, once for its restart.
+    assert.equal(err.split(`supervising loop "handed-cancel" handed over by process ${process.pid}`).length - 1, 2, describeCli());
+    await waitFor('the restarted loop running under the CLI\'s lease', () => {
+      const row = engine.runtime.get(doomed.loop!);
+      return row?.status === 'running' && row.supervisorId?.startsWith(`${cliPid}:cli-`);
+    }, 60_000, 200);
+    await openGate('handed-cancel');
+    await waitFor('the restarted loop completed', () => engine.runtime.get(doomed.loop!)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
+    assert.equal(engine.runtime.get(doomed.loop!)?.status, 'completed', describeCli());
+
+    await openGate('handed-loop');
+    await waitFor('the handed loop completed', () => engine.runtime.get(ref)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
+    assert.equal(engine.runtime.get(ref)?.status, 'completed', describeCli());
+    assert.equal(cliExit, undefined, describeCli());
+
+    await openGate('cli-own');
+    await exited;
+    assert.equal(cliExit!.code, 0, describeCli());
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { type: string; loop: string; status?: string });
+    // The CLI prints its own loop only: the handed ones are the window's to show.
+    assert.ok(lines.every((l) => l.loop === 'cli-own'), describeCli());
+    assert.equal(lines.at(-1)!.type, 'loop.ended');
+    assert.equal(lines.at(-1)!.status, 'completed', describeCli());
+  });
+});
