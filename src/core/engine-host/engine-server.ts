@@ -185,10 +185,13 @@ export async function becomeEngine(deps: EngineEndpointDeps): Promise<EngineEndp
       starting++;
       pending = [];
       let ref: LoopRef | undefined;
+      let notices: string[] = [];
       try {
         if (request.type === 'start') {
           const started = await deps.runtime.start(request.request);
           ref = { projectId: started.projectId, name: started.name };
+          // What the process that asked must tell its user (an UNCONFINED loop above all).
+          notices = started.notices;
         } else {
           await deps.runtime.restart(request.ref, request.options);
           ref = request.ref;
@@ -196,7 +199,7 @@ export async function becomeEngine(deps: EngineEndpointDeps): Promise<EngineEndp
         handed.add(refKey(ref));
         watched.add(refKey(ref));
         deps.onHandedOver?.(ref, request.clientPid);
-        send({ type: 'accepted', ref });
+        send({ type: 'accepted', ref, ...(notices.length > 0 ? { notices } : {}) });
       } catch (error) {
         send(errorReply(error));
       } finally {

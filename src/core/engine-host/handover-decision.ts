@@ -27,7 +27,7 @@ export function planHandOver(input: { shareProcess: boolean; selfIsEngine: boole
 }
 
 export type HandOverOutcome =
-  | { action: 'handed'; ref: LoopRef; engine: EngineInfo }
+  | { action: 'handed'; ref: LoopRef; engine: EngineInfo; /** What the engine's start said to tell the user (an UNCONFINED loop above all). */ notices: string[] }
   /** `detail`: the engine's own words when it declined. */
   | { action: 'supervise'; why: SuperviseHereReason; detail?: string }
   /**
@@ -44,7 +44,7 @@ export function judgeHandOverAnswer(answer: FirstAnswer | null, engine: EngineIn
   if (!answer || !engine) return { action: 'supervise', why: 'no-engine' };
   switch (answer.type) {
     case 'accepted':
-      return { action: 'handed', ref: answer.ref, engine };
+      return { action: 'handed', ref: answer.ref, engine, notices: answer.notices ?? [] };
     case 'refused':
       // Every refusal comes before the engine touched the loop: supervising it here is safe.
       return { action: 'supervise', why: 'declined', detail: answer.message };

@@ -92,7 +92,7 @@ export type RefusalCode = 'unauthorized' | 'bad_message' | 'incompatible' | 'clo
 
 export type EngineReply =
   | { type: 'hello'; engine: EngineInfo }
-  | { type: 'accepted'; ref: LoopRef }
+  | { type: 'accepted'; ref: LoopRef; notices?: string[] }
   | { type: 'refused'; code: RefusalCode; message: string }
   /** The runtime refused the request (a LoopRuntimeError: bad plan, bad name, running …). */
   | { type: 'error'; code: string; message: string }
@@ -111,7 +111,7 @@ const engineInfo = z.strictObject({
 
 export const engineReplySchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('hello'), engine: engineInfo }),
-  z.strictObject({ type: z.literal('accepted'), ref }),
+  z.strictObject({ type: z.literal('accepted'), ref, notices: z.array(z.string().max(4000)).max(50).optional() }),
   z.strictObject({ type: z.literal('refused'), code: z.enum(['unauthorized', 'bad_message', 'incompatible', 'closing', 'version']), message: z.string() }),
   z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string() }),
   z.strictObject({ type: z.literal('event'), event: loopEvent }),

@@ -128,11 +128,11 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
       // One engine per data folder: another live process that is the engine supervises it (the
       // merge mode travels with the request, as with forge run); else this window does.
       const handed = await ctx.engine.handOver({ type: 'start', request: { ...request, merge: ctx.settings.get()['forge.loop.merge'] } });
-      if (handed.action === 'handed') return { ...handed.ref, notices: [] as string[], confinement: undefined, engine: handed.engine };
+      if (handed.action === 'handed') return { ...handed.ref, notices: handed.notices, confinement: undefined, engine: handed.engine };
       return { ...(await engine.runtime.start(request)), engine: undefined };
     });
     await ctx.executionMemory.remember(choices);
-    if (started.engine) return showHandedOver(engine, { projectId: started.projectId, name: started.name }, started.engine);
+    if (started.engine) return showHandedOver(engine, { projectId: started.projectId, name: started.name }, started.engine, started.notices);
     const ref = { projectId: started.projectId, name: started.name };
     ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, ${describeConfinement(started.confinement)})`);
     for (const notice of started.notices) {
@@ -166,8 +166,13 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
   }
 
   /** The loop runs in another process (the data folder's engine): the window shows it as any loop another process supervises. */
-  async function showHandedOver(engine: ForgeEngine, ref: LoopRef, by: EngineInfo): Promise<CommandResult> {
+  async function showHandedOver(engine: ForgeEngine, ref: LoopRef, by: EngineInfo, notices: string[]): Promise<CommandResult> {
     ctx.log.info(`loop ${ref.name} handed to the data folder's engine, process ${by.pid} (${by.kind}); that process supervises it`);
+    for (const notice of notices) {
+      ctx.log.info(`loop ${ref.name}: ${notice}`);
+      // Running unconfined is a warning, never a passing note, whichever process supervises the loop.
+      if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(vscode.l10n.t('Forge ({0}): {1}', ref.name, notice));
+    }
     ctx.loops.refresh();
     await ctx.loops.refreshNow();
     const row = engine.runtime.get(ref);
@@ -193,7 +198,7 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
         if (choice === showLog) ctx.channel.show(true);
         if (choice === newWindow && worktree) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(worktree), { forceNewWindow: true });
       });
-    return { status: 'started', loop: ref, notices: [], supervisorPid: by.pid };
+    return { status: 'started', loop: ref, notices, supervisorPid: by.pid };
   }
 
   async function openSession(repoPath: string, plan: PlanInput, model: string | null): Promise<CommandResult> {

@@ -18,7 +18,10 @@ describe('hand-over decision (pure)', () => {
   });
 
   it('accepted: the engine supervises the loop it named', () => {
-    assert.deepEqual(judgeHandOverAnswer({ type: 'accepted', ref: REF }, ENGINE), { action: 'handed', ref: REF, engine: ENGINE });
+    assert.deepEqual(judgeHandOverAnswer({ type: 'accepted', ref: REF }, ENGINE), { action: 'handed', ref: REF, engine: ENGINE, notices: [] });
+    // What the engine's start says (an UNCONFINED loop above all) reaches the process that asked.
+    const unconfined = 'This loop runs UNCONFINED because the sandbox is turned off.';
+    assert.deepEqual(judgeHandOverAnswer({ type: 'accepted', ref: REF, notices: [unconfined] }, ENGINE), { action: 'handed', ref: REF, engine: ENGINE, notices: [unconfined] });
   });
 
   it('no engine answered: this process supervises the loop', () => {
