@@ -135,43 +135,27 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     if (started.engine) return showHandedOver(engine, { projectId: started.projectId, name: started.name }, started.engine, started.notices);
     const ref = { projectId: started.projectId, name: started.name };
     ctx.log.info(`loop ${started.name} started (${kind}, model ${choices.model ?? 'default'}${choices.variant ? ` (${choices.variant})` : ''}, max ${choices.maxIterations} iterations, ${describeConfinement(started.confinement)})`);
-    for (const notice of started.notices) {
-      // Running unconfined is a warning, never a passing note.
-      if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(vscode.l10n.t('Forge ({0}): {1}', started.name, notice));
-      else void ctx.notifier.info(vscode.l10n.t('Forge ({0}): {1}', started.name, notice));
-    }
-    ctx.loops.refresh();
-
-    await ctx.loops.refreshNow();
-    const row = engine.runtime.get(ref);
-    let opened: Awaited<ReturnType<typeof ctx.worktreeFolders.open>> = 'none';
-    if (row?.worktreeDir) {
-      try {
-        opened = await ctx.worktreeFolders.open(ref, row.worktreeDir, ctx.settings.get()['forge.openWorktree'], { deferWhileDriving: true });
-      } catch (error) {
-        ctx.notifier.error(vscode.l10n.t('Forge could not open the worktree of {0}', started.name), error);
-      }
-    }
-    const message =
-      opened === 'deferred'
-        ? vscode.l10n.t('Forge: loop "{0}" started in {1}. Forge offers to add it to the workspace when the loop ends: adding a folder to this single-folder window would restart the extensions and stop the loop.', started.name, row?.worktreeDir ?? '')
-        : vscode.l10n.t('Forge: loop "{0}" started.', started.name);
-    const actions = opened === 'deferred' ? [vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Open in New Window')] : [vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Show Log')];
-    void ctx.notifier.info(message, ...actions).then((choice) => {
-      if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: ref });
-      if (choice === vscode.l10n.t('Show Log')) ctx.channel.show(true);
-      if (choice === vscode.l10n.t('Open in New Window') && row?.worktreeDir) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(row.worktreeDir), { forceNewWindow: true });
-    });
+    await announceStarted(engine, ref, started.notices);
     return { status: 'started', loop: ref, notices: started.notices };
   }
 
   /** The loop runs in another process (the data folder's engine): the window shows it as any loop another process supervises. */
   async function showHandedOver(engine: ForgeEngine, ref: LoopRef, by: EngineInfo, notices: string[]): Promise<CommandResult> {
     ctx.log.info(`loop ${ref.name} handed to the data folder's engine, process ${by.pid} (${by.kind}); that process supervises it`);
+    await announceStarted(engine, ref, notices, by);
+    return { status: 'started', loop: ref, notices, supervisorPid: by.pid };
+  }
+
+  /**
+   * Tells the user a loop started — in this window, or in the data folder's engine `by` — with
+   * what its start said, and opens its worktree as configured. Adding a folder may restart the
+   * extensions, which would stop the loops this window drives: then the worktree is offered instead.
+   */
+  async function announceStarted(engine: ForgeEngine, ref: LoopRef, notices: readonly string[], by?: EngineInfo): Promise<void> {
     for (const notice of notices) {
-      ctx.log.info(`loop ${ref.name}: ${notice}`);
       // Running unconfined is a warning, never a passing note, whichever process supervises the loop.
       if (/\bUNCONFINED\b/.test(notice)) void ctx.notifier.warn(vscode.l10n.t('Forge ({0}): {1}', ref.name, notice));
+      else void ctx.notifier.info(vscode.l10n.t('Forge ({0}): {1}', ref.name, notice));
     }
     ctx.loops.refresh();
     await ctx.loops.refreshNow();
@@ -179,26 +163,29 @@ export function registerExecuteCommands(ctx: ForgeContext): void {
     let opened: Awaited<ReturnType<typeof ctx.worktreeFolders.open>> = 'none';
     if (row?.worktreeDir) {
       try {
-        // Adding a folder may restart the extensions: harmless to this loop (another process
-        // drives it), not to the loops this window drives, hence the deferral as for its own.
         opened = await ctx.worktreeFolders.open(ref, row.worktreeDir, ctx.settings.get()['forge.openWorktree'], { deferWhileDriving: true });
       } catch (error) {
         ctx.notifier.error(vscode.l10n.t('Forge could not open the worktree of {0}', ref.name), error);
       }
     }
+    const worktree = opened === 'deferred' && row?.worktreeDir ? row.worktreeDir : undefined;
+    let message: string;
+    if (by) {
+      message = vscode.l10n.t('Forge: loop "{0}" started in the Forge engine of process {1} ({2}), which supervises it; this window shows it.', ref.name, by.pid, by.kind);
+      if (worktree) message = `${message} ${vscode.l10n.t('Its worktree: {0}.', worktree)}`;
+    } else {
+      message = worktree
+        ? vscode.l10n.t('Forge: loop "{0}" started in {1}. Forge offers to add it to the workspace when the loop ends: adding a folder to this single-folder window would restart the extensions and stop the loop.', ref.name, worktree)
+        : vscode.l10n.t('Forge: loop "{0}" started.', ref.name);
+    }
     const dashboard = vscode.l10n.t('Open Dashboard');
     const showLog = vscode.l10n.t('Show Log');
     const newWindow = vscode.l10n.t('Open in New Window');
-    const message = vscode.l10n.t('Forge: loop "{0}" started in the Forge engine of process {1} ({2}), which supervises it; this window shows it.', ref.name, by.pid, by.kind);
-    const worktree = opened === 'deferred' && row?.worktreeDir ? row.worktreeDir : undefined;
-    void ctx.notifier
-      .info(worktree ? `${message} ${vscode.l10n.t('Its worktree: {0}.', worktree)}` : message, ...(worktree ? [dashboard, newWindow] : [dashboard, showLog]))
-      .then((choice) => {
-        if (choice === dashboard) void ctx.dashboard.show({ loop: ref });
-        if (choice === showLog) ctx.channel.show(true);
-        if (choice === newWindow && worktree) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(worktree), { forceNewWindow: true });
-      });
-    return { status: 'started', loop: ref, notices, supervisorPid: by.pid };
+    void ctx.notifier.info(message, ...(worktree ? [dashboard, newWindow] : [dashboard, showLog])).then((choice) => {
+      if (choice === dashboard) void ctx.dashboard.show({ loop: ref });
+      if (choice === showLog) ctx.channel.show(true);
+      if (choice === newWindow && worktree) void vscode.commands.executeCommand('vscode.openFolder', vscode.Uri.file(worktree), { forceNewWindow: true });
+    });
   }
 
   async function openSession(repoPath: string, plan: PlanInput, model: string | null): Promise<CommandResult> {
