@@ -11,6 +11,7 @@
  *   and the shared server's configuration holds no tool-server secret.
  */
 import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
@@ -238,5 +239,54 @@ describe('one opencode server for many loops (real opencode, bwrap, scripted mod
     // opencode's path permission (external_directory, denied outside the loop's worktree) refused
     // both before any shell ran; the router behind it refuses such directories too (shell-router.test.ts).
     assert.equal((all.match(/prevents you from using this specific tool call/g) ?? []).length, 2, all);
+  });
+  it('an unconfined loop that ends on a shared server takes what its agent left running with it, and the server goes on serving the other loop', async () => {
+    h = await createLoopHarness();
+    const harness = h;
+    const names = ['keeper', 'sleeper'];
+    const marker = `${700 + (process.pid % 100)}.${Date.now() % 1000}`;
+    let keeperWaiting!: () => void;
+    const keeperReady = new Promise<void>((resolve) => (keeperWaiting = resolve));
+    let releaseKeeper!: () => void;
+    const keeperRelease = new Promise<void>((resolve) => (releaseKeeper = resolve));
+    const sessions = new Map<string, ScriptStep[]>();
+    harness.model.setHandler(async (request, ctx) => {
+      const name = loopOfRequest(request, names);
+      const role = roleOf(request);
+      if (name === 'keeper' && role === 'code' && ctx.turnInSession === 0) {
+        keeperWaiting();
+        await keeperRelease;
+        return handoffCoder('keeper did nothing');
+      }
+      if (name === 'sleeper' && role === 'code') {
+        const sid = request.sessionId ?? 'none';
+        if (!sessions.has(sid)) {
+          sessions.set(sid, [toolCall('bash', { command: `(sleep ${marker} >/dev/null 2>&1 &) ; echo started`, description: 'start a background sleeper' }), handoffCoder('started a sleeper')]);
+        }
+        return sessions.get(sid)!.shift() ?? text('Done.');
+      }
+      return ctx.turnInSession === 0 ? handoffAuditor(`${name ?? '?'} clean`, true) : text('Done.');
+    });
+    const sleeping = () => {
+      const r = spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' });
+      return r.stdout.trim();
+    };
+
+    const keeper = await harness.engine.runtime.start({ kind: 'goal', repoPath: harness.repo.dir, goal: 'Wait.', name: 'keeper', maxIterations: 2, sandbox: false });
+    await keeperReady;
+    const sleeper = await harness.engine.runtime.start({ kind: 'goal', repoPath: harness.repo.dir, goal: 'Start a sleeper.', name: 'sleeper', maxIterations: 2, sandbox: false });
+    const [server] = harness.engine.opencodeServers();
+    assert.deepEqual(server?.loops.sort(), ['keeper', 'sleeper']);
+    assert.equal(server?.confinement, 'host');
+    const end = await harness.engine.runtime.waitForEnd(sleeper);
+    assert.equal(end.type === 'loop.ended' && end.status, 'completed', JSON.stringify(end));
+    assert.equal(sleeping(), '', 'the ended loop\'s background process is gone');
+    // The server it shared was not stopped: it still serves the keeper, which goes on to its end.
+    assert.equal(harness.engine.opencodeServers()[0]?.pid, server!.pid);
+    assert.ok(existsSync(`/proc/${server!.pid}`), 'the shared server lives on');
+    assert.deepEqual(harness.engine.opencodeServers()[0]?.loops, ['keeper']);
+    releaseKeeper();
+    const keeperEnd = await harness.engine.runtime.waitForEnd(keeper);
+    assert.equal(keeperEnd.type === 'loop.ended' && keeperEnd.status, 'completed', JSON.stringify(keeperEnd));
   });
 });

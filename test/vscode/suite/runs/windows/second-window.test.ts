@@ -94,12 +94,14 @@ describe('several windows on one folder: one drives the loop, the other shows it
     }, 120_000, 500);
     assert.match(row, /iter 1 · §1\/1/);
     assert.equal(api.engine()!.runtime.get(ref)!.status, 'running');
-    // The second window displays the loop, it does not drive it: every process working in the
-    // loop's worktree (its opencode server and tools) descends from this extension host.
+    // The second window displays the loop, it does not drive it: the opencode server serving the
+    // loop (the one this window's loops share, whose instance is the worktree) and every process
+    // working in the loop's worktree descend from this extension host.
+    const server = api.engine()!.opencodeServers().find((s) => s.loops.includes(loopName));
+    assert.ok(server?.pid, `an opencode server of this window serves the loop: ${JSON.stringify(api.engine()!.opencodeServers())}`);
+    assert.ok(await descendsFrom(server.pid, process.pid), `the loop's opencode server ${server.pid} was not started by this window`);
     const worktree = api.engine()!.runtime.get(ref)!.worktreeDir!;
-    const working = await processesWorkingIn(worktree);
-    assert.ok(working.length > 0, 'the loop has an opencode server working in its worktree');
-    for (const p of working) assert.ok(await descendsFrom(p.pid, process.pid), `process ${p.pid} (${p.command}) in the worktree was not started by this window`);
+    for (const p of await processesWorkingIn(worktree)) assert.ok(await descendsFrom(p.pid, process.pid), `process ${p.pid} (${p.command}) in the worktree was not started by this window`);
   });
 
   it("while the loop runs, the second window's dashboard says its live view is in the window that drives it", async () => {
