@@ -250,6 +250,7 @@ describe('one opencode server for many loops (real opencode, bwrap, scripted mod
     let releaseKeeper!: () => void;
     const keeperRelease = new Promise<void>((resolve) => (releaseKeeper = resolve));
     const sessions = new Map<string, ScriptStep[]>();
+    let serversWhileBoth: ReturnType<typeof harness.engine.opencodeServers> | undefined;
     harness.model.setHandler(async (request, ctx) => {
       const name = loopOfRequest(request, names);
       const role = roleOf(request);
@@ -261,6 +262,8 @@ describe('one opencode server for many loops (real opencode, bwrap, scripted mod
       if (name === 'sleeper' && role === 'code') {
         const sid = request.sessionId ?? 'none';
         if (!sessions.has(sid)) {
+          // While both loops work: which servers serve them.
+          serversWhileBoth ??= harness.engine.opencodeServers();
           sessions.set(sid, [toolCall('bash', { command: `(sleep ${marker} >/dev/null 2>&1 &) ; echo started`, description: 'start a background sleeper' }), handoffCoder('started a sleeper')]);
         }
         return sessions.get(sid)!.shift() ?? text('Done.');
@@ -275,15 +278,16 @@ describe('one opencode server for many loops (real opencode, bwrap, scripted mod
     const keeper = await harness.engine.runtime.start({ kind: 'goal', repoPath: harness.repo.dir, goal: 'Wait.', name: 'keeper', maxIterations: 2, sandbox: false });
     await keeperReady;
     const sleeper = await harness.engine.runtime.start({ kind: 'goal', repoPath: harness.repo.dir, goal: 'Start a sleeper.', name: 'sleeper', maxIterations: 2, sandbox: false });
-    const [server] = harness.engine.opencodeServers();
-    assert.deepEqual(server?.loops.sort(), ['keeper', 'sleeper']);
-    assert.equal(server?.confinement, 'host');
     const end = await harness.engine.runtime.waitForEnd(sleeper);
+    assert.equal(serversWhileBoth?.length, 1, JSON.stringify(serversWhileBoth));
+    const server = serversWhileBoth[0]!;
+    assert.deepEqual([...server.loops].sort(), ['keeper', 'sleeper']);
+    assert.equal(server.confinement, 'host');
     assert.equal(end.type === 'loop.ended' && end.status, 'completed', JSON.stringify(end));
     assert.equal(sleeping(), '', 'the ended loop\'s background process is gone');
     // The server it shared was not stopped: it still serves the keeper, which goes on to its end.
-    assert.equal(harness.engine.opencodeServers()[0]?.pid, server!.pid);
-    assert.ok(existsSync(`/proc/${server!.pid}`), 'the shared server lives on');
+    assert.equal(harness.engine.opencodeServers()[0]?.pid, server.pid);
+    assert.ok(existsSync(`/proc/${server.pid}`), 'the shared server lives on');
     assert.deepEqual(harness.engine.opencodeServers()[0]?.loops, ['keeper']);
     releaseKeeper();
     const keeperEnd = await harness.engine.runtime.waitForEnd(keeper);
