@@ -5,7 +5,6 @@
  * nothing of the loop: the lease and every state change are the engine's.
  */
 import type { EngineConnection, StartOrRestart } from '../core/engine-host';
-import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import type { LiveFeedEvent } from '../core/live/live-feed';
 import { supervisorOf } from '../core/loop/runtime';
 import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent } from '../core/loop/runtime-types';
@@ -13,7 +12,7 @@ import { parseTerminationReason } from '../core/loop/state';
 import { isProcessAlive } from '../core/storage/cross-process-lock';
 import type { LoopRow } from '../core/storage/repositories';
 import { EXIT, exitCodeFor } from './args';
-import { formatEvent } from './format';
+import { LoopPrinter } from './loop-printer';
 
 export interface HandoverOutput {
   json: boolean;
@@ -50,15 +49,8 @@ export async function runHandedOver(conn: EngineConnection, message: StartOrRest
   const engine = conn.engine;
   io.err(`forge: handed loop "${ref.name}" to the Forge engine in process ${engine.pid} (${engine.kind}); that process supervises it, this one prints it (Ctrl-C cancels it).`);
 
-  let follower: FollowLines | undefined;
-  const printFollow = (lines: FollowLine[]) => {
-    for (const l of lines) io.out(io.json ? JSON.stringify(l.json) : l.text);
-  };
-  const printEvent = (e: LoopRuntimeEvent) => {
-    if (follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) printFollow(follower.flush());
-    const line = formatEvent(e, io.json);
-    if (line) io.out(line);
-  };
+  const printer = new LoopPrinter(io.json, io.out);
+  const printEvent = (e: LoopRuntimeEvent) => printer.event(e);
 
   let interrupted = 0;
   const onSignal = () => {
@@ -79,9 +71,7 @@ export async function runHandedOver(conn: EngineConnection, message: StartOrRest
     return await new Promise<number>((resolve) => {
       conn.onReply((reply) => {
         if (reply.type === 'live' && io.follow) {
-          const e = reply.event as LiveFeedEvent;
-          follower ??= new FollowLines(ref.name);
-          printFollow(follower.onEvent(e));
+          printer.live(reply.event as LiveFeedEvent);
         } else if (reply.type === 'event') {
           const e = reply.event as LoopRuntimeEvent;
           printEvent(e);

@@ -7,11 +7,10 @@ import { resolve } from 'node:path';
 import type { ForgeSettings } from '../core/config/settings';
 import type { ForgeEngine } from '../core/engine';
 import { becomeEngine, compatibilityKey, connectOrClaimEngine, type EngineEndpoint } from '../core/engine-host';
-import { FollowLines, type FollowLine } from '../core/live/follow-lines';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
-import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../core/loop/runtime-types';
+import type { LoopRef, RestartLoopOptions, StartLoopRequest } from '../core/loop/runtime-types';
 import { EXIT, exitCodeFor, UsageError, type CliCommand } from './args';
-import { formatEvent } from './format';
+import { LoopPrinter } from './loop-printer';
 import { runHandedOver } from './handover';
 import { validatePlanInRepository } from './plan-check';
 import { readInputFile } from './read-input';
@@ -27,8 +26,7 @@ export async function runLoop(dataDir: string, openEngine: () => Promise<ForgeEn
   const { out, err } = io;
   // One engine per data folder: unless opted out, a live engine there supervises this loop.
   const share = !cmd.noHandover && settings['forge.engine.shareProcess'];
-  // --merge travels in the request (below), so it is no part of what must match.
-  const compat = compatibilityKey({ ...settings, 'forge.loop.merge': null }, process.env);
+  const compat = compatibilityKey(settings, process.env);
   let what: { type: 'start'; request: StartLoopRequest } | { type: 'restart'; ref: LoopRef; options: RestartLoopOptions };
   if (cmd.command === 'restart') {
     const ref = { projectId: (await (await openEngine()).runtime.projectOf(cmd.repo)).projectId, name: cmd.name };
@@ -95,27 +93,11 @@ async function superviseHere(
   const { out, err } = io;
   let ref: LoopRef | undefined = what.type === 'restart' ? what.ref : undefined;
   const mine = (l: LoopRef) => !ref || (l.name === ref.name && l.projectId === ref.projectId);
-  // --follow: what the agent does, from the engine's live feed (this process prints its own loop only).
-  let follower: FollowLines | undefined;
-  const printFollow = (lines: FollowLine[]) => {
-    for (const l of lines) out(cmd.json ? JSON.stringify(l.json) : l.text);
-  };
-  const unfollow = cmd.follow
-    ? engine.live.subscribe((e) => {
-        if (!mine(e.loop)) return;
-        follower ??= new FollowLines(e.loop.name);
-        printFollow(follower.onEvent(e));
-      })
-    : () => true;
-  const print = (e: LoopRuntimeEvent) => {
-    // Loops handed over by other processes are theirs to print.
-    if (!mine(e.loop)) return;
-    // What the agent left unfinished comes before the phase change or the end that cut it.
-    if (follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) printFollow(follower.flush());
-    const line = formatEvent(e, cmd.json);
-    if (line) out(line);
-  };
-  let unsubscribe = engine.runtime.subscribe(print);
+  // This process prints its own loop only: loops handed over by other processes are theirs to print.
+  const printer = new LoopPrinter(cmd.json, out);
+  // --follow: what the agent does, from the engine's live feed.
+  const unfollow = cmd.follow ? engine.live.subscribe((e) => mine(e.loop) && printer.live(e)) : () => true;
+  let unsubscribe = engine.runtime.subscribe((e) => mine(e.loop) && printer.event(e));
   let endpoint: EngineEndpoint | null = null;
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   let onSignal = () => {};

@@ -130,8 +130,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
 
   /** What a loop of this window runs with: a process with other settings or credentials keeps its loop (both ways). */
   function compatKey(core: CoreModule): string {
-    // --merge travels in the request, as with forge run, so it is no part of what must match.
-    return core.compatibilityKey({ ...deps.settings.get(), 'forge.loop.merge': null }, { ...opencodeEnv, ...extraEnv });
+    return core.compatibilityKey(deps.settings.get(), { ...opencodeEnv, ...extraEnv });
   }
 
   async function handOver(message: HandOverMessage): Promise<Exclude<HandOverOutcome, { action: 'fail' }>> {

@@ -4,10 +4,11 @@
  * the socket is untrusted input: it is parsed here and refused with a reason when malformed,
  * before the engine acts on it.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../loop/runtime-types';
 import type { LiveFeedEvent } from '../live/live-feed';
+import { fingerprint } from '../process/fingerprint';
 
 /** Bumped when a message changes shape: an engine of another version is not handed loops. */
 export const ENGINE_PROTOCOL_VERSION = 1;
@@ -183,25 +184,20 @@ export function secretMatches(presented: string, secret: string): boolean {
  * or credentials. A loop is only handed to an engine with the same key; otherwise the asking
  * process supervises it itself (its own settings would silently not apply).
  */
-export function compatibilityKey(settings: unknown, env: NodeJS.ProcessEnv): string {
+export function compatibilityKey(settings: Record<string, unknown>, env: NodeJS.ProcessEnv): string {
   const relevant = Object.keys(env)
     .filter((k) => COMPAT_ENV.test(k))
     .sort()
     .map((k) => [k, env[k]]);
+  // The merge mode travels in each start request (as --merge does), so it is no part of what must match.
+  const { 'forge.loop.merge': _merge, ...compared } = settings;
+  void _merge;
   // A hash: credentials are part of what is compared and never travel over the socket.
-  return createHash('sha256').update(JSON.stringify({ settings: sortKeys(settings), env: relevant })).digest('hex');
+  return fingerprint({ settings: compared, env: relevant });
 }
 
 /** HOME/XDG (opencode's configuration), PATH (which opencode, git), models and credentials. */
 const COMPAT_ENV = /^(HOME|PATH|FORGE_MODEL|XDG_[A-Z_]+|OPENCODE_[A-Z_]+|[A-Z0-9_]*(API_KEY|_TOKEN|_SECRET|_BASE_URL))$/;
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.keys(value as object).sort().map((k) => [k, sortKeys((value as Record<string, unknown>)[k])]));
-  }
-  return value;
-}
 
 /** The loop a runtime or live event is about, as one key. */
 export function refKey(r: LoopRef): string {

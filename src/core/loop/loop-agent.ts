@@ -65,13 +65,12 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         baseEnv,
         extraEnv: { ...serverParts.env, ...(deps.opencodeExtraEnv ?? {}) },
         ...(pool
-          ? { shared: { pool, confinement, ...(prepared?.shellPath ? { shell: { shellPath: prepared.shellPath, ...(prepared.ripgrepPath ? { ripgrepPath: prepared.ripgrepPath } : {}) } } : {}) } }
+          ? { shared: { pool, confinement, ...(prepared ? { shell: { shellPath: prepared.shellPath, ...(prepared.ripgrepPath ? { ripgrepPath: prepared.ripgrepPath } : {}) } } : {}) } }
           : {}),
         onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
         log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
       });
-      const shellPath = prepared?.shellPath ?? (typeof prepared?.config.shell === 'string' ? prepared.config.shell : undefined);
-      return withShellSupervision(projectId, loop, agent, shellPath, prepared?.callsDir, { ...baseEnv, ...(prepared?.env ?? {}) });
+      return withShellSupervision(projectId, loop, agent, prepared?.shellPath, prepared?.callsDir, { ...baseEnv, ...(prepared?.env ?? {}) });
     };
   };
 

@@ -79,7 +79,7 @@ export interface PreparedAgentShell {
   config: Record<string, unknown>;
   callsDir?: string;
   /** The loop's own shell (its sandbox shim or its unconfined agent shell). */
-  shellPath?: string;
+  shellPath: string;
   /** The loop's ripgrep shim (sandboxed loops: ripgrep runs in the sandbox too). */
   ripgrepPath?: string;
 }

@@ -77,52 +77,52 @@ export interface LoopOpencode {
 
 export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<LoopOpencode> {
   const scope = options.toolServer.openScope(options.toolScope ?? { loopName: options.loopName });
-  const forgeConfig = buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models });
   let server: OpencodeServerHandle | undefined;
   let leaveShared: (() => Promise<void>) | undefined;
   let sharedLoopMarker: string | undefined;
   try {
-    if (options.shared && !options.attach) {
-      await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
-      const membership = await options.shared.pool.join(
-        {
-          binaryPath: resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined }),
-          confinement: options.shared.confinement,
-          baseEnv: options.baseEnv ?? process.env,
-          ...(options.extraEnv ? { extraEnv: options.extraEnv } : {}),
-          // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
-          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts }),
-          ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
-          ...(options.restart ? { restart: options.restart } : {}),
-          ...(options.onOutput ? { onOutput: options.onOutput } : {}),
-        },
-        {
-          loopName: options.loopName,
-          worktreeDir: options.worktreeDir,
-          mcpEntry: scope.mcpEntry,
-          ...(options.shared.shell ? { shell: options.shared.shell } : {}),
-          ...(options.log ? { log: options.log } : {}),
-        },
-      );
-      server = membership.server;
-      leaveShared = membership.leave;
-      sharedLoopMarker = membership.loopMarker;
-    } else if (options.attach) {
+    if (options.attach) {
       server = await attachOpencodeServer(options.attach);
-      await addRemoteMcpServer(server, options.worktreeDir, FORGE_MCP_SERVER_NAME, scope.mcpEntry);
+      await addRemoteMcpServer(await server.waitForEndpoint(), options.worktreeDir, FORGE_MCP_SERVER_NAME, scope.mcpEntry);
     } else {
       const binaryPath = resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined });
       await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
-      server = await startSupervisedOpencode({
-        binaryPath,
-        cwd: options.worktreeDir,
-        baseEnv: options.baseEnv,
-        extraEnv: options.extraEnv,
-        forgeConfig,
-        startTimeoutMs: options.startTimeoutMs,
-        restart: options.restart,
-        onOutput: options.onOutput,
-      });
+      if (options.shared) {
+        const membership = await options.shared.pool.join(
+          {
+            binaryPath,
+            confinement: options.shared.confinement,
+            baseEnv: options.baseEnv ?? process.env,
+            ...(options.extraEnv ? { extraEnv: options.extraEnv } : {}),
+            // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
+            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts }),
+            ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+            ...(options.restart ? { restart: options.restart } : {}),
+            ...(options.onOutput ? { onOutput: options.onOutput } : {}),
+          },
+          {
+            loopName: options.loopName,
+            worktreeDir: options.worktreeDir,
+            mcpEntry: scope.mcpEntry,
+            ...(options.shared.shell ? { shell: options.shared.shell } : {}),
+            ...(options.log ? { log: options.log } : {}),
+          },
+        );
+        server = membership.server;
+        leaveShared = membership.leave;
+        sharedLoopMarker = membership.loopMarker;
+      } else {
+        server = await startSupervisedOpencode({
+          binaryPath,
+          cwd: options.worktreeDir,
+          baseEnv: options.baseEnv,
+          extraEnv: options.extraEnv,
+          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models }),
+          startTimeoutMs: options.startTimeoutMs,
+          restart: options.restart,
+          onOutput: options.onOutput,
+        });
+      }
     }
   } catch (error) {
     scope.close();

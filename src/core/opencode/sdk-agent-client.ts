@@ -438,32 +438,21 @@ function sleep(ms: number): Promise<void> {
 }
 
 /**
- * Adds a remote MCP server to a running opencode (attach mode, where Forge cannot configure
- * the server at start). Applies to the instance of `directory` only.
+ * Adds a remote MCP server to a running opencode (an attached server, where Forge cannot
+ * configure the server at start; a shared server, whose configuration names no loop's tools).
+ * Applies to the instance of `directory` only.
  */
 export async function addRemoteMcpServer(
-  server: OpencodeServerHandle,
+  endpoint: OpencodeEndpoint,
   directory: string,
   name: string,
   entry: { type: 'remote'; url: string; headers: Record<string, string>; oauth: false; enabled: true; timeout: number },
 ): Promise<void> {
-  const endpoint = await server.waitForEndpoint();
   const client = createOpencodeClient({ baseUrl: endpoint.url, directory, headers: { authorization: basicAuthHeader(endpoint) } });
   const result = (await client.mcp.add({ name, config: entry } as never)) as SdkResult<unknown>;
   if (result.error !== undefined || (result.response && !result.response.ok)) {
     throw new AgentClientError(`opencode at ${endpoint.url} refused to add Forge's tool server: ${describe(result.error)}`, result.response?.status);
   }
-}
-
-/**
- * Whether the instance of `directory` has the MCP server `name` connected (a shared server's
- * instance may have been disposed and made anew, without the tools Forge added to it).
- */
-export async function remoteMcpConnected(endpoint: OpencodeEndpoint, directory: string, name: string): Promise<boolean> {
-  const client = createOpencodeClient({ baseUrl: endpoint.url, directory, headers: { authorization: basicAuthHeader(endpoint) } });
-  const result = (await client.mcp.status()) as SdkResult<Record<string, { status?: string }>>;
-  if (result.error !== undefined || (result.response && !result.response.ok)) return false;
-  return result.data?.[name]?.status === 'connected';
 }
 
 /** Releases the instance of `directory` in a running opencode (its sessions stay stored); errors are the caller's to log. */

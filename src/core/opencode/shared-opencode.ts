@@ -24,16 +24,17 @@
  *   processes its agent left (they carry the loop's own marker); the server stops when its last
  *   loop has left and no other joined within `lingerMs`.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fingerprint } from '../process/fingerprint';
 import { signalMarkedProcesses } from '../process/marked-processes';
 import { realPathThroughLinks } from '../fs/real-path';
 import { LOOP_PROCESS_MARKER_VARIABLE, ShellRouter } from '../sandbox/shell-router';
 import type { OpencodeRemoteMcpEntry } from './forge-tool-server';
 import { FORGE_MCP_SERVER_NAME } from './forge-tools';
 import { addRemoteMcpServer, disposeOpencodeInstance } from './sdk-agent-client';
-import { checkConfiguration, deepMerge, parseJsonObject, type OpencodeEndpoint } from './server-process';
+import { checkConfiguration, deepMerge, type OpencodeEndpoint } from './server-process';
 import {
   startSupervisedOpencode,
   type OpencodeServerHandle,
@@ -123,20 +124,7 @@ interface PooledServer {
 
 /** What makes two loops' servers interchangeable: everything the server process is started with. */
 export function sharedServerKey(request: Pick<SharedServerRequest, 'binaryPath' | 'confinement' | 'baseEnv' | 'extraEnv' | 'forgeConfig'>): string {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...request.baseEnv, ...(request.extraEnv ?? {}) })) if (v !== undefined) env[k] = v;
-  return createHash('sha256').update(canonicalJson({ binaryPath: request.binaryPath, confinement: request.confinement, env, config: request.forgeConfig })).digest('hex');
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
+  return fingerprint({ binaryPath: request.binaryPath, confinement: request.confinement, env: { ...request.baseEnv, ...(request.extraEnv ?? {}) }, config: request.forgeConfig });
 }
 
 export function createSharedOpencodePool(options: SharedOpencodePoolOptions): SharedOpencodePool {
@@ -166,17 +154,14 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
       }
       forgeConfig = deepMerge(forgeConfig, { shell: router.shellPath });
     }
-    // Forge's layer goes over the inline configuration the shared environment already carries.
-    const inline = parseJsonObject(request.baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
-    const { OPENCODE_CONFIG_CONTENT: _inline, ...baseEnv } = request.baseEnv;
-    void _inline;
     try {
+      // Forge's layer goes over the inline configuration baseEnv carries (buildOpencodeEnvironment).
       const handle = await startServer({
         binaryPath: request.binaryPath,
         cwd,
-        baseEnv,
+        baseEnv: request.baseEnv,
         extraEnv: env,
-        forgeConfig: deepMerge(inline, forgeConfig),
+        forgeConfig,
         ...(request.startTimeoutMs !== undefined ? { startTimeoutMs: request.startTimeoutMs } : {}),
         ...(request.restart ? { restart: request.restart } : {}),
         ...(request.onOutput ? { onOutput: request.onOutput } : {}),
@@ -193,11 +178,11 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
   }
 
   /** Makes sure the loop's instance exists with a sound configuration and Forge's tools for this generation of the server. */
-  async function register(pooled: PooledServer, member: Member, endpoint: OpencodeEndpoint, generation: number): Promise<void> {
+  async function register(member: Member, endpoint: OpencodeEndpoint, generation: number): Promise<void> {
     if (member.registered?.generation === generation) return member.registered.done;
     const done = (async () => {
       await checkConfiguration(endpoint, member.worktreeDir, 60_000);
-      await addRemoteMcpServer(fixedEndpoint(endpoint), member.worktreeDir, FORGE_MCP_SERVER_NAME, member.mcpEntry);
+      await addRemoteMcpServer(endpoint, member.worktreeDir, FORGE_MCP_SERVER_NAME, member.mcpEntry);
     })();
     member.registered = { generation, done };
     done.catch(() => {
@@ -213,7 +198,7 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
       endpoint: () => base.endpoint(),
       async waitForEndpoint(timeoutMs?: number) {
         const endpoint = await base.waitForEndpoint(timeoutMs);
-        await register(pooled, member, endpoint, base.generation());
+        await register(member, endpoint, base.generation());
         return endpoint;
       },
       // The server is not the loop's: a takeover or a cancel of this loop must never kill it.
@@ -271,7 +256,7 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
         await pooled.router.add(memberId, { directories, shellPath: loop.shell.shellPath, ...(loop.shell.ripgrepPath ? { ripgrepPath: loop.shell.ripgrepPath } : {}), loopMarker });
       }
       const endpoint = await pooled.handle.waitForEndpoint();
-      await register(pooled, member, endpoint, pooled.handle.generation());
+      await register(member, endpoint, pooled.handle.generation());
     } catch (error) {
       await leave();
       throw error;
@@ -313,18 +298,5 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
         }),
       );
     },
-  };
-}
-
-/** A handle that only answers with one endpoint (registration must not wait on the loop's view). */
-function fixedEndpoint(endpoint: OpencodeEndpoint): OpencodeServerHandle {
-  return {
-    generation: () => 0,
-    endpoint: () => endpoint,
-    waitForEndpoint: () => Promise.resolve(endpoint),
-    pid: () => undefined,
-    marker: () => undefined,
-    onEvent: () => () => undefined,
-    stop: async () => undefined,
   };
 }

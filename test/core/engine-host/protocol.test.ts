@@ -73,6 +73,8 @@ describe('engine protocol (pure)', () => {
     const k = compatibilityKey({ a: 1, b: { c: 2 } }, env);
     assert.equal(k, compatibilityKey({ b: { c: 2 }, a: 1 }, { ...env, TERM: 'dumb', FORGE_CLI_TEST_PROCESS: 'b', SHLVL: '3' }));
     assert.notEqual(k, compatibilityKey({ a: 2, b: { c: 2 } }, env));
+    // The merge mode travels in each request: runs with different --merge share an engine.
+    assert.equal(compatibilityKey({ a: 1, 'forge.loop.merge': 'never' }, env), compatibilityKey({ a: 1, 'forge.loop.merge': 'fast-forward' }, env));
     assert.notEqual(k, compatibilityKey({ a: 1, b: { c: 2 } }, { ...env, ANTHROPIC_API_KEY: 'sk-other' }));
     assert.notEqual(k, compatibilityKey({ a: 1, b: { c: 2 } }, { ...env, FORGE_MODEL: 'x/y' }));
     assert.notEqual(k, compatibilityKey({ a: 1, b: { c: 2 } }, { ...env, XDG_CONFIG_HOME: '/c' }));
