@@ -5,7 +5,7 @@
 import { describeAmendment, summariseChange, type AmendmentView } from '../core/loop/plan-amendments';
 import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
-import { supervisorOf } from '../core/loop/runtime';
+import { supervisorOf } from '../core/loop/lease-holder';
 import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';

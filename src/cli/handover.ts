@@ -6,7 +6,7 @@
  */
 import type { EngineConnection, StartOrRestart } from '../core/engine-host';
 import type { LiveFeedEvent } from '../core/live/live-feed';
-import { supervisorOf } from '../core/loop/runtime';
+import { supervisorOf } from '../core/loop/lease-holder';
 import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { parseTerminationReason } from '../core/loop/state';
 import { isProcessAlive } from '../core/storage/cross-process-lock';

@@ -5,23 +5,26 @@
  */
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+//
+// What a start evaluates at once is kept to what every command needs (arguments, settings, plan
+// checks, the engine's endpoint): the engine, its database and the opencode, MCP and git
+// libraries are imported where a command opens them. A `forge run` that hands its loop to the
+// data folder's engine never loads them, so each extra loop costs a Node process and little more
+// (bench/parallel.mjs).
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
-import { createForgeEngine, type ForgeEngine } from '../core/engine';
+import type { ForgeEngine } from '../core/engine';
 import { LoopRuntimeError } from '../core/loop/runtime-types';
 import { runLoop } from './run-loop';
-import { ForgeDatabaseError } from '../core/storage';
-import { resolveDataDir, WorkspaceError } from '../core/workspace';
+import { ForgeDatabaseError } from '../core/storage/errors';
+import { resolveDataDir } from '../core/workspace/data-dir';
+import { WorkspaceError } from '../core/workspace/workspace-error';
 import { EXIT, parseCli, USAGE, UsageError, type CliCommand } from './args';
-import { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
-import { formatFindings, formatLoopDetail, formatLoopList } from './format';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
-import { formatDraftResult } from './format-plan';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
 import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { GroupError } from '../core/groups/group-types';
-import { formatGroupList, groupsWithRadar, runGroupCommand } from './group-command';
 import { readInputFile } from './read-input';
 
 /**
@@ -88,6 +91,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   const debug = process.env.FORGE_LOG === 'debug';
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.cjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
+  const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([import('../core/engine'), import('../core/opencode/embedded-model')]);
   return createForgeEngine({
     dataDir,
     settings: () => settings,
@@ -149,6 +153,7 @@ async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command
             onProgress,
           })
         : await engine.planner.continue({ repoPath: cmd.repo, id: cmd.continueId, answer: cmd.request, signal: abort.signal, onProgress });
+    const { formatDraftResult } = await import('./format-plan');
     const { stdout, stderr } = formatDraftResult(result, cmd.json);
     for (const line of stderr) err(line);
     if (stdout) out(stdout);
@@ -249,8 +254,9 @@ async function main(argv: string[]): Promise<number> {
       case 'plan':
         return await draftPlan(engine, cmd);
       case 'group':
-        return await runGroupCommand(engine, cmd, { out, err });
+        return await (await import('./group-command')).runGroupCommand(engine, cmd, { out, err });
       case 'status': {
+        const [{ formatLoopDetail, formatLoopList }, { formatGroupList, groupsWithRadar }] = await Promise.all([import('./format'), import('./group-command')]);
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         if (cmd.name) {
           const loop = engine.runtime.get({ projectId, name: cmd.name });
@@ -269,6 +275,7 @@ async function main(argv: string[]): Promise<number> {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         const loop = engine.runtime.get({ projectId, name: cmd.name });
         if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
+        const { formatFindings } = await import('./format');
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;
       }

@@ -4,7 +4,7 @@
  * folder's engine (its info file names the same supervisor id) and whether it is alive. Pure
  * apart from the liveness check supervisorOf makes.
  */
-import { supervisorOf } from '../loop/runtime';
+import { supervisorOf } from '../loop/lease-holder';
 import type { LoopRow } from '../storage/repositories';
 import type { EngineInfo, EngineKind } from './protocol';
 

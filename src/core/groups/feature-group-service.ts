@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { ForgeSettings } from '../config/settings';
 import { budgetProblem } from '../loop/budget';
 import type { LoopRuntime } from '../loop/runtime-types';
-import { supervisorOf } from '../loop/runtime';
+import { supervisorOf } from '../loop/lease-holder';
 import type { FeaturesWriteArgs } from '../opencode/forge-tools';
 import { ReadOnlyTurnError, runReadOnlyTurn, type ReadOnlyTurnDeps } from '../plan-draft/read-only-turn';
 import type { FeatureGroupRow, ForgeRepositories, GroupFeature } from '../storage/repositories';

@@ -29,13 +29,30 @@ export function sharedServerParts(prepared: PreparedAgentShell): { env: Record<s
   return { env, config };
 }
 
+/** Milliseconds per step of opening a loop's agent, for the debug log (where the start of a loop goes). */
+function stepTimer(): { mark(step: string): void; summary(): string } {
+  const marks: string[] = [];
+  let last = performance.now();
+  return {
+    mark(step) {
+      const now = performance.now();
+      marks.push(`${step} ${Math.round(now - last)} ms`);
+      last = now;
+    },
+    summary: () => marks.join(', '),
+  };
+}
+
 export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeRepositories, emit: (event: LoopRuntimeEvent) => void) {
   return function openAgentFor(projectId: string) {
     return async (loop: LoopRow, extras: StoredLoopExtras): Promise<LoopOpencode> => {
       const settings = deps.settings();
+      const timing = stepTimer();
       const toolServer = await deps.toolServerFor(projectId, () => {});
+      timing.mark('tool server');
       const models = [loop.model, loop.auditorModel, ...extras.limits.auditorFallbackModels].filter((m): m is string => !!m);
       await deps.prepareModels?.(models);
+      timing.mark('models');
       let prepared: PreparedAgentShell | undefined;
       if (loop.sandbox) {
         if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge.');
@@ -44,6 +61,7 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         // Unconfined: still no secret in the agent's environment and no push through git.
         prepared = await deps.sandbox.prepareHost(loop);
       }
+      timing.mark(loop.sandbox ? 'sandbox' : 'agent shell');
       const attach = settings['forge.opencode.serverUrl'] ? ({ url: settings['forge.opencode.serverUrl'] } as never) : undefined;
       const pool: SharedOpencodePool | undefined = !attach && settings['forge.opencode.serverMode'] === 'shared' ? deps.sharedOpencode : undefined;
       const confinement: SharedServerConfinement = loop.sandbox ? 'sandboxed' : prepared ? 'host' : 'plain';
@@ -70,6 +88,8 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
         log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
       });
+      timing.mark('opencode');
+      deps.log.debug(`[loop ${loop.name}] agent opened: ${timing.summary()}`);
       return withShellSupervision(projectId, loop, agent, prepared?.shellPath, prepared?.callsDir, { ...baseEnv, ...(prepared?.env ?? {}) });
     };
   };

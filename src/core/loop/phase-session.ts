@@ -114,6 +114,7 @@ export class PhaseSessions {
       if (deps.onTiming) deps.onTiming({ mark: 'prompt_dispatched', loop: ref, sessionId: cur.id, at: performance.now() });
       await this.scope.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
       if (deps.onTiming) deps.onTiming({ mark: 'prompt_sent', loop: ref, sessionId: cur.id, at: performance.now() });
+      deps.log.debug(`[loop ${ref.name}] prompt accepted ${cur.id}`);
       return undefined;
     } catch (error) {
       deps.log.warn(`[loop ${ref.name}] prompt failed: ${String(error)}`);

@@ -37,6 +37,7 @@ import {
 import { isProcessAlive } from '../storage/cross-process-lock';
 import { confinementRequest, decideConfinement, type Confinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
+import { supervisorOf } from './lease-holder';
 import { projectIdFor } from './project';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
 import {
@@ -117,18 +118,6 @@ export interface LoopRuntimeDeps {
   live?: LiveFeedSink;
   /** The opencode servers this process's loops share (setting forge.opencode.serverMode "shared"). */
   sharedOpencode?: SharedOpencodePool;
-}
-
-/**
- * Who supervises a loop: nobody (no live lease), a live process, or a process that died while
- * its lease still runs (a killed process's lease outlives it by up to its TTL). The lease
- * holder's pid leads its supervisor id (`<pid>:<uuid>`); Forge's data folder is local.
- */
-export function supervisorOf(loop: Pick<LoopRow, 'supervisorId' | 'leaseExpiresAt'>, now = Date.now()): { state: 'none' } | { state: 'alive' | 'dead'; pid: number } {
-  if (!loop.supervisorId || (loop.leaseExpiresAt ?? 0) <= now) return { state: 'none' };
-  const pid = Number(loop.supervisorId.split(':')[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return { state: 'alive', pid: 0 };
-  return { state: pid === process.pid || isProcessAlive(pid) ? 'alive' : 'dead', pid };
 }
 
 export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {

@@ -108,6 +108,8 @@ interface Member {
   mcpEntry: OpencodeRemoteMcpEntry;
   /** Generation whose registration is done or under way. */
   registered?: { generation: number; done: Promise<void> };
+  /** How long the last registration took, for the debug log. */
+  registerTimings?: string;
 }
 
 interface PooledServer {
@@ -181,8 +183,11 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
   async function register(member: Member, endpoint: OpencodeEndpoint, generation: number): Promise<void> {
     if (member.registered?.generation === generation) return member.registered.done;
     const done = (async () => {
+      const t0 = performance.now();
       await checkConfiguration(endpoint, member.worktreeDir, 60_000);
+      const t1 = performance.now();
       await addRemoteMcpServer(endpoint, member.worktreeDir, FORGE_MCP_SERVER_NAME, member.mcpEntry);
+      member.registerTimings = `configuration ${Math.round(t1 - t0)} ms, Forge's tools ${Math.round(performance.now() - t1)} ms`;
     })();
     member.registered = { generation, done };
     done.catch(() => {
@@ -250,18 +255,21 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
         pooled.lingerTimer.unref?.();
       }
     };
+    const t0 = performance.now();
+    let routed = t0;
     try {
       if (pooled.router && loop.shell) {
         const directories = [loop.worktreeDir, realPathThroughLinks(loop.worktreeDir)];
         await pooled.router.add(memberId, { directories, shellPath: loop.shell.shellPath, ...(loop.shell.ripgrepPath ? { ripgrepPath: loop.shell.ripgrepPath } : {}), loopMarker });
       }
+      routed = performance.now();
       const endpoint = await pooled.handle.waitForEndpoint();
       await register(member, endpoint, pooled.handle.generation());
     } catch (error) {
       await leave();
       throw error;
     }
-    loop.log?.(`joined shared opencode server ${pooled.id} (pid ${pooled.handle.pid() ?? '?'}, ${pooled.members.size} loop(s))`);
+    loop.log?.(`joined shared opencode server ${pooled.id} (pid ${pooled.handle.pid() ?? '?'}, ${pooled.members.size} loop(s)) in ${Math.round(performance.now() - t0)} ms: route ${Math.round(routed - t0)} ms, ${member.registerTimings ?? 'registered before'}`);
     return { server: viewFor(pooled, member), loopMarker, serverPid: () => pooled.handle.pid(), leave };
   }
 
