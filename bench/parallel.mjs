@@ -12,11 +12,13 @@
 //   worker thread over the process trees of the CLIs (plus any process carrying the run's
 //   marker in its environment, should one leave its parent);
 // - PSS per extra loop: (peak(N) − peak(1)) / (N − 1);
-// - start → first prompt accepted, per loop: from the bench spawning that CLI to the CLI's
-//   debug line (FORGE_LOG=debug) for the first `session.busy` event of its first session —
-//   opencode reports a session busy once it accepted a prompt (the CLI prints no line for
-//   `prompt_sent`, the timing mark bench/loop-overhead.mjs reads inside the engine); median
-//   and max over the 2nd and later loops (all but the first loop to get there);
+// - start → first prompt accepted, per loop: from the bench spawning that CLI to the engine's
+//   debug line (FORGE_LOG=debug) `prompt accepted` for its first session — printed when
+//   opencode answered the prompt request (the `prompt_sent` timing mark bench/loop-overhead.mjs
+//   reads inside the engine); median and max over the 2nd and later loops (all but the first
+//   loop to get there). Beside it, to the first `session.busy` event of that session: opencode
+//   at work on the prompt (its first turn in a new instance sets up the instance's agent and
+//   tools before it says busy);
 // - wall time (first spawn → last exit) and completed / failed loops.
 //
 // Modes, measured in the same run:
@@ -413,6 +415,7 @@ async function main() {
     const byName = new Map();
     // A handed-over loop's debug lines come from the engine's CLI, not its own: any CLI's line counts, by loop name.
     const busy = /^debug \[loop (\S+)\] event session\.busy (\S+)/;
+    const accepted = /^debug \[loop (\S+)\] prompt accepted (\S+)/;
     const spawnAt = performance.now();
     const spawnLoop = (i) => {
       const name = `${label}-${runTag}-${i + 1}`;
@@ -421,7 +424,7 @@ async function main() {
       const t0 = performance.now();
       const child = spawn(process.execPath, args, { cwd: world.repo, env: { ...baseEnv, ...MODES[mode].env, [MARKER_VARIABLE]: marker }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
       live.add(child);
-      const loop = { name, child, t0, firstSession: null, firstPrompt: null, ended: null, confinement: null, exit: null, exitAt: null, problems: [] };
+      const loop = { name, child, t0, firstSession: null, firstAccepted: null, firstBusy: null, ended: null, confinement: null, exit: null, exitAt: null, problems: [] };
       byName.set(name, loop);
       const lines = (stream, onLine) => {
         let buf = '';
@@ -445,10 +448,16 @@ async function main() {
         if (e.type === 'loop.ended') loop.ended = e;
       });
       lines(child.stderr, (l, at) => {
+        const a = accepted.exec(l);
+        const acceptedBy = a ? byName.get(a[1]) : undefined;
+        if (acceptedBy) {
+          if (acceptedBy.firstAccepted === null && (!acceptedBy.firstSession || acceptedBy.firstSession.id === a[2])) acceptedBy.firstAccepted = at - acceptedBy.t0;
+          return;
+        }
         const m = busy.exec(l);
         const target = m ? byName.get(m[1]) : undefined;
         if (target) {
-          if (target.firstPrompt === null && (!target.firstSession || target.firstSession.id === m[2])) target.firstPrompt = at - target.t0;
+          if (target.firstBusy === null && (!target.firstSession || target.firstSession.id === m[2])) target.firstBusy = at - target.t0;
         } else if (/^forge: (warning|error)|^Error|^\s*at /.test(l)) loop.problems.push(l);
         else if (/^forge: handed loop/.test(l)) loop.handedOver = true;
       });
@@ -462,10 +471,10 @@ async function main() {
     };
     spawnLoop(0);
     if (MODES[mode].staggered && n > 1) {
-      // The rest start once the first loop's first prompt was accepted (or it ended without one).
+      // The rest start once the first loop's first prompt was accepted and opencode is at work on it (or it ended without one).
       let firstDone = false;
       void loops[0].exited.then(() => (firstDone = true));
-      while (loops[0].firstPrompt === null && !firstDone) await new Promise((r) => setTimeout(r, 10));
+      while ((loops[0].firstBusy === null || loops[0].firstAccepted === null) && !firstDone) await new Promise((r) => setTimeout(r, 10));
     }
     const restAt = performance.now();
     for (let i = 1; i < n; i++) spawnLoop(i);
@@ -519,14 +528,14 @@ async function main() {
     for (const mode of modes.filter((m) => MODES[m].built)) {
       for (let w = 0; w < WARMUP; w++) {
         const r = await step(mode, 1, `warm${w + 1}`);
-        console.error(`[${mode}] warm-up (not counted): ${r.completed}/1 completed in ${s(r.wall)}, first prompt ${s(r.loops[0].firstPrompt)}, peak PSS ${mb(r.peak.total)}`);
+        console.error(`[${mode}] warm-up (not counted): ${r.completed}/1 completed in ${s(r.wall)}, first prompt accepted ${s(r.loops[0].firstAccepted)}, peak PSS ${mb(r.peak.total)}`);
       }
       for (const n of NS) {
         const runs = [];
         for (let run = 0; run < RUNS; run++) {
           const r = await step(mode, n, `p${n}-r${run + 1}`);
           runs.push(r);
-          const fp = r.loops.map((l) => l.firstPrompt).filter((x) => x !== null);
+          const fp = r.loops.map((l) => l.firstAccepted).filter((x) => x !== null);
           console.error(`[${mode}] N=${n} run ${run + 1}: ${r.completed}/${n} completed, wall ${s(r.wall)}, peak PSS ${mb(r.peak.total)} (${r.peak.processes} processes, ${r.samples} samples), first prompt ${fp.length ? `${s(Math.min(...fp))}–${s(Math.max(...fp))}` : '—'}, spawned within ${r.spread.toFixed(0)} ms, load ${loadNow()}${r.failed.length ? `; failed: ${r.failed.map((f) => `${f.name} (${f.why})`).join('; ')}` : ''}${r.leftBehind.length ? `; ${r.leftBehind.length} process(es) outlived their CLI, killed: ${r.leftBehind.join(', ')}` : ''}`);
         }
         results.push({ mode, n, runs });
@@ -544,8 +553,14 @@ async function main() {
   // Per N: medians over runs (one run: its figures); first-prompt times pooled over runs.
   const rows = results.map(({ mode, n, runs }) => {
     const peakOf = (k) => median(runs.map((r) => r.peak[k]));
-    const later = runs.flatMap((r) => r.loops.map((l) => l.firstPrompt).filter((x) => x !== null).sort((a, b) => a - b).slice(1));
-    const firsts = runs.map((r) => Math.min(...r.loops.map((l) => l.firstPrompt ?? Infinity))).filter(Number.isFinite);
+    // Staggered: the 1st loop is the one started first (the others wait for it); at once: the first to get there.
+    const staggered = MODES[mode].staggered;
+    const laterOf = (k) => runs.flatMap((r) => (staggered ? r.loops.slice(1).map((l) => l[k]) : r.loops.map((l) => l[k]).sort((a, b) => (a ?? Infinity) - (b ?? Infinity)).slice(1)).filter((x) => x !== null));
+    const firstOf = (k) => runs.map((r) => (staggered ? r.loops[0][k] ?? Infinity : Math.min(...r.loops.map((l) => l[k] ?? Infinity)))).filter(Number.isFinite);
+    const later = laterOf('firstAccepted');
+    const firsts = firstOf('firstAccepted');
+    const laterBusy = laterOf('firstBusy');
+    const firstsBusy = firstOf('firstBusy');
     return {
       mode,
       n,
@@ -557,7 +572,9 @@ async function main() {
       first: firsts.length ? median(firsts) : null,
       laterMedian: later.length ? median(later) : null,
       laterMax: later.length ? Math.max(...later) : null,
-      noPrompt: runs.reduce((a, r) => a + r.loops.filter((l) => l.firstPrompt === null).length, 0),
+      firstBusy: firstsBusy.length ? median(firstsBusy) : null,
+      laterBusyMedian: laterBusy.length ? median(laterBusy) : null,
+      noPrompt: runs.reduce((a, r) => a + r.loops.filter((l) => l.firstAccepted === null).length, 0),
       wall: median(runs.map((r) => r.wall)),
       completed: runs.reduce((a, r) => a + r.completed, 0),
       failed: runs.reduce((a, r) => a + r.failed.length, 0),
@@ -575,21 +592,21 @@ async function main() {
   console.log(`load after: ${loadAfter}`);
   console.log('');
   console.log(`PSS (proportional set size, not RSS): the peak of the sum over all processes of the runs, sampled every ${INTERVAL_MS} ms; Forge CLIs (node) / opencode / other (sandboxes, git, checks): that same sample's split.`);
-  console.log(`First prompt accepted: from spawning a CLI to its debug line for the first session.busy of its first session (opencode accepted the prompt); "1st loop" is the first loop to get there, "2nd+" all the others.`);
+  console.log(`First prompt accepted: from spawning a CLI to the engine's debug line "prompt accepted" for its first session (opencode answered the prompt request); busy: to that session's first session.busy (opencode at work on it). "1st loop" is the first loop to get there (shared-warm: the loop started first), "2nd+" all the others.`);
   console.log('');
-  console.log('| mode | N | completed | failed | peak PSS, all | Forge CLIs | opencode | other | per extra loop | first prompt, 1st loop | 2nd+ median | 2nd+ max | wall |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| mode | N | completed | failed | peak PSS, all | Forge CLIs | opencode | other | per extra loop | first prompt accepted, 1st loop | 2nd+ median | 2nd+ max | busy, 1st | busy, 2nd+ median | wall |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) {
     const one = rows.find((x) => x.mode === r.mode && x.n === 1);
     const extra = one && r.n > 1
       ? `${mb((r.total - one.total) / (r.n - 1))} (≈${mb((r.opencode - one.opencode) / (r.n - 1))} opencode + ${mb((r.forge - one.forge) / (r.n - 1))} CLI)`
       : r.n === 1 ? '—' : 'n/a (no N=1)';
-    console.log(`| ${r.mode} | ${r.n} | ${r.completed}/${r.of} | ${r.failed} | ${mb(r.total)} | ${mb(r.forge)} | ${mb(r.opencode)} | ${mb(r.other)} | ${extra} | ${s(r.first)} | ${r.n > 1 ? s(r.laterMedian) : '—'} | ${r.n > 1 ? s(r.laterMax) : '—'} | ${s(r.wall)} |`);
+    console.log(`| ${r.mode} | ${r.n} | ${r.completed}/${r.of} | ${r.failed} | ${mb(r.total)} | ${mb(r.forge)} | ${mb(r.opencode)} | ${mb(r.other)} | ${extra} | ${s(r.first)} | ${r.n > 1 ? s(r.laterMedian) : '—'} | ${r.n > 1 ? s(r.laterMax) : '—'} | ${s(r.firstBusy)} | ${r.n > 1 ? s(r.laterBusyMedian) : '—'} | ${s(r.wall)} |`);
   }
   console.log('');
   for (const r of rows) {
     const notes = [];
-    if (r.noPrompt) notes.push(`${r.noPrompt} loop(s) never had a prompt accepted`);
+    if (r.noPrompt) notes.push(`${r.noPrompt} loop(s) never had a prompt accepted (or printed no line for it)`);
     if (r.failures.length) notes.push(`failed: ${r.failures.map((f) => `${f.name} (${f.why})`).join('; ')}`);
     if (r.leftBehind.length) notes.push(`${r.leftBehind.length} process(es) outlived their CLI (1 s after its exit) and were killed by the bench: ${[...new Set(r.leftBehind)].join(', ')}`);
     notes.push(`opencode processes seen: ${r.opencodeProcesses} (most in one run); loops handed over to another CLI's engine: ${r.handedOver} of ${r.of}`);
