@@ -95,30 +95,38 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
       hostKind: 'vscode',
     });
+    // Tried at each start of a loop of this window until it listens: a window that found another
+    // process being the engine (or could not listen) becomes it at a later start once that process
+    // has gone, rather than never.
     const listenOnce = () => {
       if (endpoint || !deps.settings.get()['forge.engine.shareProcess']) return;
-      const compat = compatKey(core);
-      endpoint = core
+      const attempt: Promise<EngineEndpoint | null> = core
         .becomeEngine({
           dataDir,
           kind: 'vscode',
           supervisorId: created.supervisorId,
           runtime: created.runtime,
           live: created.live,
-          compat,
+          // Read at each request: the window's settings can change while it is the engine.
+          compat: () => compatKey(core),
           log: deps.log.child('engine'),
           onHandedOver: (ref, pid) => log.info(`supervising loop ${ref.name}, handed over by process ${pid}`),
         })
         .then(
           (ep) => {
-            log.info(ep ? `this window is the data folder's engine (${dataDir}/engine)` : 'another Forge process is the data folder\'s engine');
+            log.info(ep ? `this window is the data folder's engine (${dataDir}/engine)` : 'another Forge process is the data folder\'s engine; this window tries again at its next loop');
             return ep;
           },
           (error: unknown) => {
-            log.warn(`this window cannot be the data folder's engine: ${String(error)}`);
+            log.warn(`this window cannot be the data folder's engine (it tries again at its next loop): ${String(error)}`);
             return null;
           },
-        );
+        )
+        .then((ep) => {
+          if (!ep && endpoint === attempt) endpoint = undefined;
+          return ep;
+        });
+      endpoint = attempt;
     };
     created.runtime.subscribe((e) => {
       if (e.type === 'loop.started' || (e.type === 'loop.phase' && e.event === 'restart')) listenOnce();

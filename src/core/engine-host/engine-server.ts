@@ -33,8 +33,12 @@ export interface EngineEndpointDeps {
   supervisorId: string;
   runtime: LoopRuntime;
   live?: Pick<LiveFeed, 'subscribe'>;
-  /** compatibilityKey of this process: a client with another one supervises its loop itself. */
-  compat: string;
+  /**
+   * compatibilityKey of this process: a client with another one supervises its loop itself. A
+   * function where the settings can change while the process is the engine (a VS Code window):
+   * read at each request, so a loop is never accepted under settings that were.
+   */
+  compat: string | (() => string);
   log: EngineLog;
   /** Told when another process handed a loop over (the host may say so). */
   onHandedOver?: (ref: LoopRef, clientPid: number) => void;
@@ -177,7 +181,7 @@ export async function becomeEngine(deps: EngineEndpointDeps): Promise<EngineEndp
         send({ type: 'refused', code: 'closing', message: `the engine in process ${info.pid} is shutting down` });
         return;
       }
-      if (request.compat !== deps.compat) {
+      if (request.compat !== (typeof deps.compat === 'function' ? deps.compat() : deps.compat)) {
         send({ type: 'refused', code: 'incompatible', message: `the engine in process ${info.pid} runs with other Forge settings or another environment (models, credentials, opencode configuration)` });
         return;
       }

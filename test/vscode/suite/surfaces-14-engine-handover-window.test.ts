@@ -3,7 +3,8 @@
 // hands its loop to that process, which supervises it (the lease is the CLI's), and the window
 // shows it as a loop another process supervises (Loop Explorer, notification). Cancel Loop in the
 // window ends such a loop too, and Restart Loop hands the restart to the engine as well. Real opencode, the scripted model answering as the embedded model
-// does, real git and database.
+// does, real git and database. Second test: a window that found a CLI being the engine becomes it at
+// its next loop once the CLI has gone, and compares a later run's settings with its own as they are now.
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -168,5 +169,104 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     assert.ok(lines.every((l) => l.loop === 'cli-own'), describeCli());
     assert.equal(lines.at(-1)!.type, 'loop.ended');
     assert.equal(lines.at(-1)!.status, 'completed', describeCli());
+  });
+  it('a window that found another process being the engine becomes it at a later loop, once that process has gone, and then takes the loops of runs with the settings it has now', async () => {
+    const env = await forgeTestEnvironment();
+    env.model.setHandler((request) => embeddedAgentStep(request));
+    const api = await forgeApi();
+    // A fresh engine that has not tried to listen yet.
+    await api.setTestEnvironment({ ...env.opencode.env, FORGE_DATA_DIR: env.dataDir });
+    await vscode.workspace.getConfiguration('forge').update('openWorktree', 'never', vscode.ConfigurationTarget.Global);
+    const engine = await api.startEngine();
+    const repo = harnessInfo().workspaceFolder;
+    work ??= await mkdtemp(join(tmpdir(), 'forge-handover-window-'));
+    const worktree = (name: string) => join(env.dataDir, 'worktrees', name);
+    const running = (name: string) => existsSync(join(worktree(name), `running-${name}`));
+    const openGate = (name: string) => writeFile(join(worktree(name), `gate-${name}`), '');
+    const engineInfo = () => {
+      try {
+        return JSON.parse(readFileSync(join(env.dataDir, 'engine', 'engine.json'), 'utf8')) as { pid: number; kind: string };
+      } catch {
+        return undefined;
+      }
+    };
+
+    // A forge run with other settings is the engine: the window's loop is not handed to it.
+    const config = vscode.workspace.getConfiguration();
+    const settings = Object.fromEntries(settingDescriptors.map((d) => [d.key, config.get(d.key)]).filter(([, v]) => v !== undefined));
+    settings['forge.loop.maxIterations'] = Number(settings['forge.loop.maxIterations'] ?? 15) + 2;
+    const planPath = join(work, 'cli-other.md');
+    await writeFile(planPath, gatedPlan('cli-other'));
+    let out = '';
+    let err = '';
+    cliExit = undefined;
+    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(settings) },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const cliPid = cli.pid!;
+    cli.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    cli.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const exited = new Promise<void>((resolve) => cli!.once('close', (code, signal) => resolve(void (cliExit = { code, signal }))));
+    const describeCli = () => `forge run (exit ${JSON.stringify(cliExit)})\n--- stdout ---\n${out}\n--- stderr ---\n${err}`;
+    await waitFor('the CLI\'s loop at its gated check', () => (cliExit ? 'exited' : running('cli-other')), 300_000, 200);
+    await waitFor('the CLI is the data folder\'s engine', () => engineInfo()?.pid === cliPid, 60_000, 200);
+
+    const execute = (name: string) =>
+      vscode.commands.executeCommand<StartedResult>('forge.executePlan', { planText: gatedPlan(name), mode: 'loop', model: MOCK_MODEL, auditorModel: MOCK_MODEL, sandbox: false, maxIterations: 5 });
+    const first = await execute('window-first');
+    assert.equal(first.status, 'started', JSON.stringify(first));
+    assert.equal(engine.runtime.isSupervising(first.loop!), true, 'other settings: the window supervises its loop itself');
+    await waitFor('the window\'s first loop at its gated check', () => running('window-first'), 300_000, 200);
+    // The window tried to be the engine and found the CLI being it.
+    assert.equal(engineInfo()?.pid, cliPid, describeCli());
+    await openGate('window-first');
+    await openGate('cli-other');
+    await waitFor('the window\'s first loop completed', () => engine.runtime.get(first.loop!)?.status === 'completed', 300_000, 200);
+    await exited;
+    assert.equal(cliExit!.code, 0, describeCli());
+    await waitFor('the CLI withdrew as the engine', () => engineInfo()?.pid !== cliPid, 60_000, 200);
+
+    // The window's next loop makes it the engine.
+    const second = await execute('window-second');
+    assert.equal(second.status, 'started', JSON.stringify(second));
+    assert.equal(engine.runtime.isSupervising(second.loop!), true);
+    const info = await waitFor('this window is the data folder\'s engine now', () => (engineInfo()?.pid === process.pid ? engineInfo() : undefined), 60_000, 200);
+    assert.equal(info!.kind, 'vscode');
+    await waitFor('the window\'s second loop at its gated check', () => running('window-second'), 300_000, 200);
+
+    // A setting changed in the window while it is the engine: a forge run with the new settings
+    // is handed over (the engine compares against the window's settings now, not those it had
+    // when it began listening).
+    await vscode.workspace.getConfiguration('forge').update('loop.maxIterations', 9, vscode.ConfigurationTarget.Global);
+    const now = vscode.workspace.getConfiguration();
+    const newSettings = Object.fromEntries(settingDescriptors.map((d) => [d.key, now.get(d.key)]).filter(([, v]) => v !== undefined));
+    assert.equal(newSettings['forge.loop.maxIterations'], 9);
+    const afterPath = join(work, 'cli-after.md');
+    await writeFile(afterPath, gatedPlan('cli-after'));
+    let afterErr = '';
+    let afterExit: number | null | undefined;
+    const after = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', afterPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(newSettings) },
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    cli = after;
+    cliExit = undefined;
+    after.stderr!.on('data', (c: Buffer) => (afterErr += c.toString('utf8')));
+    const afterExited = new Promise<void>((resolve) => after.once('close', (code, signal) => resolve(void ((afterExit = code), (cliExit = { code, signal })))));
+    try {
+      await waitFor('the run with the new settings handed its loop to this window', () => (afterExit !== undefined ? 'exited' : /handed loop "cli-after"/.test(afterErr)), 300_000, 200);
+      assert.match(afterErr, new RegExp(`handed loop "cli-after" to the Forge engine in process ${process.pid} \\(vscode\\)`), afterErr);
+      await waitFor('the handed loop at its gated check', () => running('cli-after'), 300_000, 200);
+      await openGate('cli-after');
+      await afterExited;
+      assert.equal(afterExit, 0, afterErr);
+    } finally {
+      await vscode.workspace.getConfiguration('forge').update('loop.maxIterations', undefined, vscode.ConfigurationTarget.Global);
+    }
+    await openGate('window-second');
+    await waitFor('the window\'s second loop completed', () => engine.runtime.get(second.loop!)?.status === 'completed', 300_000, 200);
   });
 });
