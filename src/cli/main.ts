@@ -2,15 +2,15 @@
  * `forge`: the headless runner over the same engine the extension uses. Composition root of
  * the CLI: settings from defaults + FORGE_SETTINGS + flags, logging to stderr, the embedded
  * scripted model when no model is configured.
+ *
+ * What a start evaluates at once is kept to what every command needs (arguments, settings, plan
+ * checks, the engine's endpoint): the engine, its database and the opencode, MCP and git
+ * libraries are imported where a command opens them. A `forge run` that hands its loop to the
+ * data folder's engine never loads them, so each extra loop costs a Node process and little more
+ * (bench/parallel.mjs; test/core/cli/cli-start-imports.test.ts).
  */
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-//
-// What a start evaluates at once is kept to what every command needs (arguments, settings, plan
-// checks, the engine's endpoint): the engine, its database and the opencode, MCP and git
-// libraries are imported where a command opens them. A `forge run` that hands its loop to the
-// data folder's engine never loads them, so each extra loop costs a Node process and little more
-// (bench/parallel.mjs).
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
 import type { ForgeEngine } from '../core/engine';
 import { LoopRuntimeError } from '../core/loop/runtime-types';

@@ -6,7 +6,7 @@
 // does, real git and database. Second test: a window that found a CLI being the engine becomes it at
 // its next loop once the CLI has gone, and compares a later run's settings with its own as they are now.
 import * as assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,21 +29,62 @@ interface StartedResult {
   message?: string;
 }
 
+/** This window's forge.* settings as they are now: what a `forge run` needs to match them (FORGE_SETTINGS). */
+function windowSettings(): Record<string, unknown> {
+  const config = vscode.workspace.getConfiguration();
+  return Object.fromEntries(settingDescriptors.map((d) => [d.key, config.get(d.key)]).filter(([, v]) => v !== undefined));
+}
+
+/** A `forge run` of the built CLI (its own process group), its output as it comes and its exit once it exited. */
+interface CliRun {
+  readonly pid: number;
+  readonly exited: Promise<void>;
+  out(): string;
+  err(): string;
+  /** Undefined while it runs. */
+  exit(): { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  describe(): string;
+}
+
+/** `forge run PLAN --json` on the mock model, unconfined, with these settings on the test's data folder. */
+function startCliRun(planPath: string, repo: string, env: Record<string, string>, settings: Record<string, unknown>): CliRun {
+  const child = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+    env: { ...process.env, ...env, FORGE_SETTINGS: JSON.stringify(settings) },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  const exited = new Promise<void>((resolve) => child.once('close', (code, signal) => resolve(void (exit = { code, signal }))));
+  return {
+    pid: child.pid!,
+    exited,
+    out: () => out,
+    err: () => err,
+    exit: () => exit,
+    describe: () => `forge run (exit ${JSON.stringify(exit)})\n--- stdout ---\n${out}\n--- stderr ---\n${err}`,
+  };
+}
+
 describe('one engine per data folder: this window hands its loop to a forge run that is the engine', function () {
   this.timeout(600_000);
   this.bail(true);
   reportFailuresEarly();
-  let cli: ChildProcess | undefined;
-  let cliExit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const runs: CliRun[] = [];
   let work: string | undefined;
 
   after(async () => {
     (await forgeTestEnvironment()).model.setHandler(undefined);
     await vscode.workspace.getConfiguration('forge').update('openWorktree', undefined, vscode.ConfigurationTarget.Global);
-    try {
-      if (cli?.pid && !cliExit) process.kill(-cli.pid, 'SIGKILL');
-    } catch {
-      // Gone meanwhile.
+    for (const run of runs) {
+      try {
+        if (!run.exit()) process.kill(-run.pid, 'SIGKILL');
+      } catch {
+        // Gone meanwhile.
+      }
     }
     if (work) await rm(work, { recursive: true, force: true });
   });
@@ -64,29 +105,17 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     const openGate = (name: string) => writeFile(join(worktree(name), `gate-${name}`), '');
 
     // The CLI runs with this window's settings: a loop is handed over only between equal settings.
-    const config = vscode.workspace.getConfiguration();
-    const settings = Object.fromEntries(settingDescriptors.map((d) => [d.key, config.get(d.key)]).filter(([, v]) => v !== undefined));
     const planPath = join(work, 'cli-own.md');
     await writeFile(planPath, gatedPlan('cli-own'));
-    let out = '';
-    let err = '';
-    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
-      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(settings) },
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const cliPid = cli.pid!;
-    cli.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    cli.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    const exited = new Promise<void>((resolve) => cli!.once('close', (code, signal) => resolve(void (cliExit = { code, signal }))));
-    const describeCli = () => `forge run (exit ${JSON.stringify(cliExit)})\n--- stdout ---\n${out}\n--- stderr ---\n${err}`;
+    const cli = startCliRun(planPath, repo, { ...env.opencode.env, FORGE_DATA_DIR: env.dataDir }, windowSettings());
+    runs.push(cli);
 
-    await waitFor('the CLI\'s own loop at its gated check', () => (cliExit ? 'exited' : running('cli-own')), 300_000, 200);
-    assert.equal(cliExit, undefined, describeCli());
+    await waitFor('the CLI\'s own loop at its gated check', () => (cli.exit() ? 'exited' : running('cli-own')), 300_000, 200);
+    assert.equal(cli.exit(), undefined, cli.describe());
     const info = await waitFor('the CLI is the data folder\'s engine', () => {
       try {
         const i = JSON.parse(readFileSync(join(env.dataDir, 'engine', 'engine.json'), 'utf8')) as { pid: number; kind: string };
-        return i.pid === cliPid ? i : undefined;
+        return i.pid === cli.pid ? i : undefined;
       } catch {
         return undefined;
       }
@@ -99,19 +128,19 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     // The window's loop goes to the CLI.
     const result = await execute('handed-loop');
     assert.equal(result.status, 'started', JSON.stringify(result));
-    assert.equal(result.supervisorPid, cliPid, `the CLI supervises the loop: ${JSON.stringify(result)}\n${describeCli()}`);
+    assert.equal(result.supervisorPid, cli.pid, `the CLI supervises the loop: ${JSON.stringify(result)}\n${cli.describe()}`);
     const ref = result.loop!;
     assert.equal(ref.name, 'handed-loop');
-    await waitFor('the handed loop at its gated check', () => (cliExit ? 'exited' : running('handed-loop')), 300_000, 200);
-    assert.equal(cliExit, undefined, describeCli());
-    assert.match(err, new RegExp(`supervising loop "handed-loop" handed over by process ${process.pid}`), describeCli());
+    await waitFor('the handed loop at its gated check', () => (cli.exit() ? 'exited' : running('handed-loop')), 300_000, 200);
+    assert.equal(cli.exit(), undefined, cli.describe());
+    assert.match(cli.err(), new RegExp(`supervising loop "handed-loop" handed over by process ${process.pid}`), cli.describe());
     assert.equal(engine.runtime.isSupervising(ref), false, 'the window does not supervise the loop');
     assert.equal(engine.runtime.isSupervising({ projectId: ref.projectId, name: 'cli-own' }), false);
     // The lease is the CLI's (the window reads the database as any other process's loop).
-    await waitFor('the loop\'s lease held by the CLI', () => engine.runtime.get(ref)?.supervisorId?.startsWith(`${cliPid}:cli-`), 60_000, 200);
+    await waitFor('the loop\'s lease held by the CLI', () => engine.runtime.get(ref)?.supervisorId?.startsWith(`${cli.pid}:cli-`), 60_000, 200);
     // The window said who supervises it.
     assert.ok(
-      api.notifications().some((n) => n.message.includes(`"handed-loop" started in the Forge engine of process ${cliPid} (cli)`)),
+      api.notifications().some((n) => n.message.includes(`"handed-loop" started in the Forge engine of process ${cli.pid} (cli)`)),
       api.notifications().map((n) => n.message).join(' | '),
     );
     // The Loop Explorer shows it as a loop another process runs.
@@ -135,8 +164,8 @@ describe('one engine per data folder: this window hands its loop to a forge run 
 
     // Cancel Loop in the window ends a loop the CLI supervises (the supervisor honours the request).
     const doomed = await execute('handed-cancel');
-    assert.equal(doomed.supervisorPid, cliPid, JSON.stringify(doomed));
-    await waitFor('the second handed loop at its gated check', () => (cliExit ? 'exited' : running('handed-cancel')), 300_000, 200);
+    assert.equal(doomed.supervisorPid, cli.pid, JSON.stringify(doomed));
+    await waitFor('the second handed loop at its gated check', () => (cli.exit() ? 'exited' : running('handed-cancel')), 300_000, 200);
     const cancel = await vscode.commands.executeCommand<{ status: string }>('forge.cancelLoop', doomed.loop);
     assert.equal(cancel.status, 'done', JSON.stringify(cancel));
     await waitFor('the cancelled loop recorded as cancelled', () => engine.runtime.get(doomed.loop!)?.status === 'cancelled', 120_000, 200);
@@ -144,31 +173,31 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     // Restart Loop in the window hands the restart over too: the CLI supervises the loop again.
     const restarted = await vscode.commands.executeCommand<{ status: string; detail?: { supervisorPid?: number } }>('forge.restartLoop', { ...doomed.loop, interactive: false });
     assert.equal(restarted.status, 'done', JSON.stringify(restarted));
-    assert.equal(restarted.detail?.supervisorPid, cliPid, `the CLI supervises the restarted loop: ${JSON.stringify(restarted)}`);
+    assert.equal(restarted.detail?.supervisorPid, cli.pid, `the CLI supervises the restarted loop: ${JSON.stringify(restarted)}`);
     assert.equal(engine.runtime.isSupervising(doomed.loop!), false);
     // Once for its start, once for its restart.
-    assert.equal(err.split(`supervising loop "handed-cancel" handed over by process ${process.pid}`).length - 1, 2, describeCli());
+    assert.equal(cli.err().split(`supervising loop "handed-cancel" handed over by process ${process.pid}`).length - 1, 2, cli.describe());
     await waitFor('the restarted loop running under the CLI\'s lease', () => {
       const row = engine.runtime.get(doomed.loop!);
-      return row?.status === 'running' && row.supervisorId?.startsWith(`${cliPid}:cli-`);
+      return row?.status === 'running' && row.supervisorId?.startsWith(`${cli.pid}:cli-`);
     }, 60_000, 200);
     await openGate('handed-cancel');
-    await waitFor('the restarted loop completed', () => engine.runtime.get(doomed.loop!)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
-    assert.equal(engine.runtime.get(doomed.loop!)?.status, 'completed', describeCli());
+    await waitFor('the restarted loop completed', () => engine.runtime.get(doomed.loop!)?.status === 'completed' || (cli.exit() ? 'exited' : false), 300_000, 200);
+    assert.equal(engine.runtime.get(doomed.loop!)?.status, 'completed', cli.describe());
 
     await openGate('handed-loop');
-    await waitFor('the handed loop completed', () => engine.runtime.get(ref)?.status === 'completed' || (cliExit ? 'exited' : false), 300_000, 200);
-    assert.equal(engine.runtime.get(ref)?.status, 'completed', describeCli());
-    assert.equal(cliExit, undefined, describeCli());
+    await waitFor('the handed loop completed', () => engine.runtime.get(ref)?.status === 'completed' || (cli.exit() ? 'exited' : false), 300_000, 200);
+    assert.equal(engine.runtime.get(ref)?.status, 'completed', cli.describe());
+    assert.equal(cli.exit(), undefined, cli.describe());
 
     await openGate('cli-own');
-    await exited;
-    assert.equal(cliExit!.code, 0, describeCli());
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { type: string; loop: string; status?: string });
+    await cli.exited;
+    assert.equal(cli.exit()!.code, 0, cli.describe());
+    const lines = cli.out().trim().split('\n').map((l) => JSON.parse(l) as { type: string; loop: string; status?: string });
     // The CLI prints its own loop only: the handed ones are the window's to show.
-    assert.ok(lines.every((l) => l.loop === 'cli-own'), describeCli());
+    assert.ok(lines.every((l) => l.loop === 'cli-own'), cli.describe());
     assert.equal(lines.at(-1)!.type, 'loop.ended');
-    assert.equal(lines.at(-1)!.status, 'completed', describeCli());
+    assert.equal(lines.at(-1)!.status, 'completed', cli.describe());
   });
   it('a window that found another process being the engine becomes it at a later loop, once that process has gone, and then takes the loops of runs with the settings it has now', async () => {
     const env = await forgeTestEnvironment();
@@ -192,26 +221,14 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     };
 
     // A forge run with other settings is the engine: the window's loop is not handed to it.
-    const config = vscode.workspace.getConfiguration();
-    const settings = Object.fromEntries(settingDescriptors.map((d) => [d.key, config.get(d.key)]).filter(([, v]) => v !== undefined));
+    const settings = windowSettings();
     settings['forge.loop.maxIterations'] = Number(settings['forge.loop.maxIterations'] ?? 15) + 2;
     const planPath = join(work, 'cli-other.md');
     await writeFile(planPath, gatedPlan('cli-other'));
-    let out = '';
-    let err = '';
-    cliExit = undefined;
-    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
-      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(settings) },
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const cliPid = cli.pid!;
-    cli.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    cli.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
-    const exited = new Promise<void>((resolve) => cli!.once('close', (code, signal) => resolve(void (cliExit = { code, signal }))));
-    const describeCli = () => `forge run (exit ${JSON.stringify(cliExit)})\n--- stdout ---\n${out}\n--- stderr ---\n${err}`;
-    await waitFor('the CLI\'s loop at its gated check', () => (cliExit ? 'exited' : running('cli-other')), 300_000, 200);
-    await waitFor('the CLI is the data folder\'s engine', () => engineInfo()?.pid === cliPid, 60_000, 200);
+    const cli = startCliRun(planPath, repo, { ...env.opencode.env, FORGE_DATA_DIR: env.dataDir }, settings);
+    runs.push(cli);
+    await waitFor('the CLI\'s loop at its gated check', () => (cli.exit() ? 'exited' : running('cli-other')), 300_000, 200);
+    await waitFor('the CLI is the data folder\'s engine', () => engineInfo()?.pid === cli.pid, 60_000, 200);
 
     const execute = (name: string) =>
       vscode.commands.executeCommand<StartedResult>('forge.executePlan', { planText: gatedPlan(name), mode: 'loop', model: MOCK_MODEL, auditorModel: MOCK_MODEL, sandbox: false, maxIterations: 5 });
@@ -220,13 +237,13 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     assert.equal(engine.runtime.isSupervising(first.loop!), true, 'other settings: the window supervises its loop itself');
     await waitFor('the window\'s first loop at its gated check', () => running('window-first'), 300_000, 200);
     // The window tried to be the engine and found the CLI being it.
-    assert.equal(engineInfo()?.pid, cliPid, describeCli());
+    assert.equal(engineInfo()?.pid, cli.pid, cli.describe());
     await openGate('window-first');
     await openGate('cli-other');
     await waitFor('the window\'s first loop completed', () => engine.runtime.get(first.loop!)?.status === 'completed', 300_000, 200);
-    await exited;
-    assert.equal(cliExit!.code, 0, describeCli());
-    await waitFor('the CLI withdrew as the engine', () => engineInfo()?.pid !== cliPid, 60_000, 200);
+    await cli.exited;
+    assert.equal(cli.exit()!.code, 0, cli.describe());
+    await waitFor('the CLI withdrew as the engine', () => engineInfo()?.pid !== cli.pid, 60_000, 200);
 
     // The window's next loop makes it the engine.
     const second = await execute('window-second');
@@ -240,29 +257,19 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     // is handed over (the engine compares against the window's settings now, not those it had
     // when it began listening).
     await vscode.workspace.getConfiguration('forge').update('loop.maxIterations', 9, vscode.ConfigurationTarget.Global);
-    const now = vscode.workspace.getConfiguration();
-    const newSettings = Object.fromEntries(settingDescriptors.map((d) => [d.key, now.get(d.key)]).filter(([, v]) => v !== undefined));
+    const newSettings = windowSettings();
     assert.equal(newSettings['forge.loop.maxIterations'], 9);
     const afterPath = join(work, 'cli-after.md');
     await writeFile(afterPath, gatedPlan('cli-after'));
-    let afterErr = '';
-    let afterExit: number | null | undefined;
-    const after = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', afterPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
-      env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(newSettings) },
-      detached: true,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    cli = after;
-    cliExit = undefined;
-    after.stderr!.on('data', (c: Buffer) => (afterErr += c.toString('utf8')));
-    const afterExited = new Promise<void>((resolve) => after.once('close', (code, signal) => resolve(void ((afterExit = code), (cliExit = { code, signal })))));
+    const after = startCliRun(afterPath, repo, { ...env.opencode.env, FORGE_DATA_DIR: env.dataDir }, newSettings);
+    runs.push(after);
     try {
-      await waitFor('the run with the new settings handed its loop to this window', () => (afterExit !== undefined ? 'exited' : /handed loop "cli-after"/.test(afterErr)), 300_000, 200);
-      assert.match(afterErr, new RegExp(`handed loop "cli-after" to the Forge engine in process ${process.pid} \\(vscode\\)`), afterErr);
+      await waitFor('the run with the new settings handed its loop to this window', () => (after.exit() ? 'exited' : /handed loop "cli-after"/.test(after.err())), 300_000, 200);
+      assert.match(after.err(), new RegExp(`handed loop "cli-after" to the Forge engine in process ${process.pid} \\(vscode\\)`), after.describe());
       await waitFor('the handed loop at its gated check', () => running('cli-after'), 300_000, 200);
       await openGate('cli-after');
-      await afterExited;
-      assert.equal(afterExit, 0, afterErr);
+      await after.exited;
+      assert.equal(after.exit()!.code, 0, after.describe());
     } finally {
       await vscode.workspace.getConfiguration('forge').update('loop.maxIterations', undefined, vscode.ConfigurationTarget.Global);
     }
