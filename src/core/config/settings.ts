@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from './zod';
 
 /**
  * Every `forge.*` setting, declared once. The VS Code manifest (`package.json`
@@ -8,9 +8,7 @@ import { z } from 'zod';
  * Each entry carries its own schema and default, so one bad value never costs
  * the user their other settings: it is reported and replaced by its default.
  */
-const modelRef = z
-  .string()
-  .regex(/^$|^[^/\s]+\/\S+$/, 'must be "provider/model" (for example "anthropic/claude-sonnet-4-5") or empty');
+const modelRef = z.string().check(z.regex(/^$|^[^/\s]+\/\S+$/, 'must be "provider/model" (for example "anthropic/claude-sonnet-4-5") or empty'));
 
 const settingSpecs = {
   'forge.model': {
@@ -25,37 +23,37 @@ const settingSpecs = {
     description: 'Model for audit sessions as "provider/model". Empty: the same as forge.model.',
   },
   'forge.auditorFallbackModels': {
-    schema: z.array(modelRef.refine((v) => v.length > 0, 'must not be empty')),
+    schema: z.array(modelRef.check(z.refine((v) => v.length > 0, 'must not be empty'))),
     default: [] as string[],
     description: 'Models tried in order when the auditor model keeps failing.',
   },
   'forge.loop.maxIterations': {
-    schema: z.number().int().min(0).max(1000),
+    schema: z.int().check(z.minimum(0), z.maximum(1000)),
     default: 15,
     description: 'Iteration cap of a loop (0 = unlimited). A loop that reaches it ends with reason max_iterations.',
   },
   'forge.loop.stallTimeoutMs': {
-    schema: z.number().int().min(1000),
+    schema: z.int().check(z.minimum(1000)),
     default: 60_000,
     description: 'Milliseconds without agent activity before the watchdog re-triggers the phase.',
   },
   'forge.loop.maxConsecutiveStalls': {
-    schema: z.number().int().min(1).max(100),
+    schema: z.int().check(z.minimum(1), z.maximum(100)),
     default: 5,
     description: 'Consecutive stalls after which a loop ends with reason stall_timeout.',
   },
   'forge.loop.busyStallTimeoutMs': {
-    schema: z.number().int().min(1000),
+    schema: z.int().check(z.minimum(1000)),
     default: 900_000,
     description: 'Milliseconds a session may stay busy without progress before it is aborted and told to continue.',
   },
   'forge.loop.idleGateTimeoutMs': {
-    schema: z.number().int().min(100),
+    schema: z.int().check(z.minimum(100)),
     default: 10_000,
     description: 'How long Forge waits for a prompted session to turn busy before it accepts an idle from it.',
   },
   'forge.loop.maxModelRetries': {
-    schema: z.number().int().min(0).max(50),
+    schema: z.int().check(z.minimum(0), z.maximum(50)),
     default: 3,
     description: 'Model errors tolerated per phase (with back-off) before the loop ends with error_max_retries.',
   },
@@ -66,7 +64,7 @@ const settingSpecs = {
       'What a completed loop does with its branch: never (keep it for review), fast-forward the base branch when possible, or merge into it. Never forced; the branch is never deleted.',
   },
   'forge.loop.postAction': {
-    schema: z.string().max(20_000),
+    schema: z.string().check(z.maxLength(20_000)),
     default: '',
     description:
       'Optional prompt run in a post_action phase after a clean final audit (for example "update the changelog"). Empty: no post action.',
@@ -79,8 +77,8 @@ const settingSpecs = {
   'forge.loop.permissions': {
     schema: z.array(
       z.object({
-        permission: z.string().min(1),
-        pattern: z.string().min(1),
+        permission: z.string().check(z.minLength(1)),
+        pattern: z.string().check(z.minLength(1)),
         action: z.literal('deny'),
       }),
     ),
@@ -105,7 +103,7 @@ const settingSpecs = {
     description: 'Sandbox driver: auto picks the first that works of bwrap (Linux, no daemon), docker, podman.',
   },
   'forge.sandbox.image': {
-    schema: z.string().min(1),
+    schema: z.string().check(z.minLength(1)),
     default: 'forge-sandbox:latest',
     description: 'Container image for the docker and podman drivers (built by "Forge: Build Sandbox Image").',
   },
@@ -115,17 +113,17 @@ const settingSpecs = {
     description: 'Allow network access inside the sandbox.',
   },
   'forge.sandbox.cpus': {
-    schema: z.number().positive().max(256),
+    schema: z.number().check(z.positive(), z.maximum(256)),
     default: 2,
     description: 'CPU limit of a sandbox.',
   },
   'forge.sandbox.memoryMb': {
-    schema: z.number().int().min(64),
+    schema: z.int().check(z.minimum(64)),
     default: 2048,
     description: 'Memory limit of a sandbox in MiB.',
   },
   'forge.sandbox.pidsLimit': {
-    schema: z.number().int().min(16),
+    schema: z.int().check(z.minimum(16)),
     default: 512,
     description: 'Process limit of a sandbox.',
   },
@@ -156,7 +154,7 @@ const settingSpecs = {
     description: 'How a started loop\'s worktree is opened: added to the workspace, in a new window, or not at all.',
   },
   'forge.checks.timeoutMs': {
-    schema: z.number().int().min(1000).max(24 * 60 * 60_000),
+    schema: z.int().check(z.minimum(1000), z.maximum(24 * 60 * 60_000)),
     default: 600_000,
     description:
       "Milliseconds a verification check (a command of the plan's Verification part, a section's Verify: line, a goal's --check) may run before Forge kills it with everything it started; the check then fails.",
@@ -168,41 +166,41 @@ const settingSpecs = {
       "Shell-hang watchdog for the agents' builtin bash tool calls: kill (a call running past forge.watchdog.stallMs has its processes killed, so the call returns and the session goes on), dry-run (logs and records what it would kill, kills nothing), off.",
   },
   'forge.watchdog.stallMs': {
-    schema: z.number().int().min(1),
+    schema: z.int().check(z.minimum(1)),
     default: 600_000,
     description:
       'Milliseconds a builtin bash tool call of a loop\'s agent may run before the shell-hang watchdog steps in. Values below 60000 are raised to 60000 (the floor). Long-running work belongs in forge_shell, which never hangs a session.',
   },
   'forge.budget.money': {
-    schema: z.number().min(0),
+    schema: z.number().check(z.minimum(0)),
     default: 0,
     description:
       'Default money budget of a new loop (USD as opencode prices the models; 0 = none). At 80 % Forge warns; at 100 % the loop pauses at its next hand-over until you restart it with a higher budget.',
   },
   'forge.budget.tokens': {
-    schema: z.number().int().min(0),
+    schema: z.int().check(z.minimum(0)),
     default: 0,
     description: 'Default token budget of a new loop (every token the models process; 0 = none). Paused and warned like the money budget.',
   },
   'forge.budget.auditorShare': {
-    schema: z.number().min(0).max(1),
+    schema: z.number().check(z.minimum(0), z.maximum(1)),
     default: 0,
     description:
       'Share of each budget the auditor may spend, the coder the rest (for example 0.3). 0 = no split: coder and auditor share one budget.',
   },
   'forge.groups.maxConcurrentLoops': {
-    schema: z.number().int().min(1).max(16),
+    schema: z.int().check(z.minimum(1), z.maximum(16)),
     default: 3,
     description: 'Feature groups (forge group PRD.md): how many of a group\'s feature loops run at once (1 to 16).',
   },
   'forge.groups.budget.money': {
-    schema: z.number().min(0),
+    schema: z.number().check(z.minimum(0)),
     default: 0,
     description:
       'Default money budget of a new feature group, over all its loops together (USD as opencode prices the models; 0 = none). At 80 % Forge warns; at 100 % the group pauses: nothing new starts and its running loops pause at their next hand-over.',
   },
   'forge.groups.budget.tokens': {
-    schema: z.number().int().min(0),
+    schema: z.int().check(z.minimum(0)),
     default: 0,
     description: 'Default token budget of a new feature group, over all its loops together (0 = none). Paused and warned like the money budget.',
   },
@@ -342,7 +340,7 @@ export function resolveSettings(
   for (const key of SETTING_KEYS) {
     const raw = read(key);
     if (raw === undefined || raw === null) continue;
-    const parsed = (settingSpecs[key].schema as z.ZodType).safeParse(raw);
+    const parsed = (settingSpecs[key].schema as z.ZodMiniType).safeParse(raw);
     if (parsed.success) {
       settings[key] = parsed.data;
     } else {
@@ -360,7 +358,7 @@ export function resolveSettings(
 /** The JSON-schema fragment VS Code needs for one setting; used to generate and check the manifest. */
 export function manifestSchemaFor(key: SettingKey): Record<string, unknown> {
   const spec = settingSpecs[key];
-  const json = z.toJSONSchema(spec.schema as z.ZodType, { unrepresentable: 'any' }) as Record<string, unknown>;
+  const json = z.toJSONSchema(spec.schema as z.ZodMiniType, { unrepresentable: 'any' }) as Record<string, unknown>;
   delete json.$schema;
   // zod spells "no upper bound" on integers as MAX_SAFE_INTEGER; VS Code needs no bound at all.
   if (json.maximum === Number.MAX_SAFE_INTEGER) delete json.maximum;

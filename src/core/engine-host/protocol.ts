@@ -5,7 +5,7 @@
  * before the engine acts on it.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { z } from 'zod';
+import * as z from '../config/zod';
 import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../loop/runtime-types';
 import type { LiveFeedEvent } from '../live/live-feed';
 import { fingerprint } from '../process/fingerprint';
@@ -28,39 +28,39 @@ export interface EngineInfo {
   version: number;
 }
 
-const ref = z.strictObject({ projectId: z.string().min(1), name: z.string().min(1) });
-const strings = z.array(z.string()).readonly().optional();
-const budget = z
-  .strictObject({
-    money: z.number().nullable().optional(),
-    tokens: z.number().nullable().optional(),
-    auditorShare: z.number().nullable().optional(),
-  })
-  .optional();
+const ref = z.strictObject({ projectId: z.string().check(z.minLength(1)), name: z.string().check(z.minLength(1)) });
+const strings = z.optional(z.readonly(z.array(z.string())));
+const budget = z.optional(
+  z.strictObject({
+    money: z.optional(z.nullable(z.number())),
+    tokens: z.optional(z.nullable(z.number())),
+    auditorShare: z.optional(z.nullable(z.number())),
+  }),
+);
 
 const startRequest = z.strictObject({
   kind: z.enum(['plan', 'goal']),
-  repoPath: z.string().min(1),
-  planText: z.string().optional(),
-  planSource: z.string().optional(),
-  goal: z.string().optional(),
-  checks: z.strictObject({ check: strings, exists: strings, contains: strings, matches: strings }).optional(),
-  name: z.string().optional(),
-  maxIterations: z.number().int().optional(),
-  model: z.string().optional(),
-  auditorModel: z.string().optional(),
-  variant: z.string().optional(),
-  sandbox: z.boolean().optional(),
-  merge: z.enum(['never', 'fast-forward', 'merge']).optional(),
-  baseCommit: z.string().optional(),
+  repoPath: z.string().check(z.minLength(1)),
+  planText: z.optional(z.string()),
+  planSource: z.optional(z.string()),
+  goal: z.optional(z.string()),
+  checks: z.optional(z.strictObject({ check: strings, exists: strings, contains: strings, matches: strings })),
+  name: z.optional(z.string()),
+  maxIterations: z.optional(z.int()),
+  model: z.optional(z.string()),
+  auditorModel: z.optional(z.string()),
+  variant: z.optional(z.string()),
+  sandbox: z.optional(z.boolean()),
+  merge: z.optional(z.enum(['never', 'fast-forward', 'merge'])),
+  baseCommit: z.optional(z.string()),
   budget,
 });
 
 const restartOptions = z.strictObject({
-  force: z.boolean().optional(),
-  model: z.string().optional(),
-  auditorModel: z.string().optional(),
-  variant: z.string().optional(),
+  force: z.optional(z.boolean()),
+  model: z.optional(z.string()),
+  auditorModel: z.optional(z.string()),
+  variant: z.optional(z.string()),
   budget,
 });
 
@@ -68,15 +68,15 @@ const restartOptions = z.strictObject({
 const common = {
   secret: z.string(),
   /** The asking process (for the engine's log line only: not trusted for anything). */
-  clientPid: z.number().int(),
+  clientPid: z.int(),
   /** Whether the client wants the agent's live feed (--follow). */
-  follow: z.boolean().optional(),
+  follow: z.optional(z.boolean()),
   /** Fingerprint of the client's settings and environment (see compatibilityKey). */
   compat: z.string(),
 };
 
 export const engineRequestSchema = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('hello'), secret: z.string(), version: z.number().int() }),
+  z.strictObject({ type: z.literal('hello'), secret: z.string(), version: z.int() }),
   z.strictObject({ type: z.literal('start'), ...common, request: startRequest }),
   z.strictObject({ type: z.literal('restart'), ...common, ref, options: restartOptions }),
   z.strictObject({ type: z.literal('cancel'), secret: z.string(), ref }),
@@ -101,18 +101,18 @@ export type EngineReply =
   | { type: 'live'; event: LiveFeedEvent }
   | { type: 'cancelled' };
 
-const loopEvent = z.looseObject({ type: z.string().startsWith('loop.'), loop: ref });
+const loopEvent = z.looseObject({ type: z.string().check(z.startsWith('loop.')), loop: ref });
 const engineInfo = z.strictObject({
-  pid: z.number().int().positive(),
-  supervisorId: z.string().min(1),
+  pid: z.int().check(z.positive()),
+  supervisorId: z.string().check(z.minLength(1)),
   kind: z.enum(['cli', 'vscode']),
   started: z.number(),
-  version: z.number().int(),
+  version: z.int(),
 });
 
 export const engineReplySchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('hello'), engine: engineInfo }),
-  z.strictObject({ type: z.literal('accepted'), ref, notices: z.array(z.string().max(4000)).max(50).optional() }),
+  z.strictObject({ type: z.literal('accepted'), ref, notices: z.optional(z.array(z.string().check(z.maxLength(4000))).check(z.maxLength(50))) }),
   z.strictObject({ type: z.literal('refused'), code: z.enum(['unauthorized', 'bad_message', 'incompatible', 'closing', 'version']), message: z.string() }),
   z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string() }),
   z.strictObject({ type: z.literal('event'), event: loopEvent }),
@@ -133,7 +133,7 @@ export function parseReply(line: string): { ok: true; reply: EngineReply } | { o
   return r.ok ? { ok: true, reply: r.request as EngineReply } : r;
 }
 
-function parseWith(line: string, schema: z.ZodType): { ok: true; request: unknown } | { ok: false; message: string } {
+function parseWith(line: string, schema: z.ZodMiniType): { ok: true; request: unknown } | { ok: false; message: string } {
   let json: unknown;
   try {
     json = JSON.parse(line);
