@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const cli = join(root, 'dist/cli.cjs');
+const cli = join(root, 'dist/cli.mjs');
 if (!existsSync(cli) || process.env.FORGE_DEMO_REBUILD !== '0') {
   const b = spawnSync(process.execPath, [join(root, 'esbuild.mjs')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   if (b.status !== 0) process.exit(b.status ?? 1);

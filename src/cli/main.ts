@@ -89,7 +89,7 @@ function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
 async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, settings: ForgeSettings): Promise<ForgeEngine> {
   const dataDir = dataDirOf(cmd);
   const debug = process.env.FORGE_LOG === 'debug';
-  // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.cjs).
+  // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
   const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([import('../core/engine'), import('../core/opencode/embedded-model')]);
   return createForgeEngine({

@@ -1,5 +1,5 @@
 /**
- * Runs the built `forge` CLI (`dist/cli.cjs`) as real child processes for tests: each in its own
+ * Runs the built `forge` CLI (`dist/cli.mjs`) as real child processes for tests: each in its own
  * process group, with the test's isolated opencode environment, its output collected line by
  * line, and a way to find (and kill) every process a test's CLIs started — their opencode
  * servers included, which Forge spawns in process groups of their own.
@@ -49,7 +49,7 @@ export interface CliResult extends CliExit {
 }
 
 export interface CliRunnerOptions {
-  /** `dist/cli.cjs`. */
+  /** `dist/cli.mjs`. */
   cliPath: string;
   /** Added to `process.env` for every CLI (HOME/XDG isolation of opencode). */
   env: Record<string, string>;
@@ -71,9 +71,9 @@ export interface CliRunner {
   killAll(): Promise<void>;
 }
 
-/** Builds `dist/cli.cjs` when it is missing (`npm test` builds it before the tests run). */
+/** Builds `dist/cli.mjs` when it is missing (`npm test` builds it before the tests run). */
 export function ensureCliBuilt(repoRoot: string): string {
-  const cliPath = join(repoRoot, 'dist', 'cli.cjs');
+  const cliPath = join(repoRoot, 'dist', 'cli.mjs');
   if (!existsSync(cliPath)) {
     const r = spawnSync(process.execPath, ['esbuild.mjs'], { cwd: repoRoot, stdio: 'inherit' });
     if (r.status !== 0 || !existsSync(cliPath)) throw new Error(`Building ${cliPath} failed (node esbuild.mjs exited ${r.status}).`);

@@ -1,5 +1,5 @@
 /**
- * The cost governor at the `forge` CLI (built `dist/cli.cjs`, real processes): `--dry-run` prints
+ * The cost governor at the `forge` CLI (built `dist/cli.mjs`, real processes): `--dry-run` prints
  * an estimate priced from opencode's catalog (real opencode, the mock provider's price) and starts
  * nothing — no worktree, no branch, no loop row; bad budgets are usage errors (exit 2).
  */

@@ -5,7 +5,7 @@
  * takes the loop over silently); a stale socket is ignored; a client without the secret is
  * refused; a bad plan or name handed over is refused with a clear message and creates nothing.
  *
- * Real parts: the built CLI (`dist/cli.cjs`) in child processes, the opencode binary they start,
+ * Real parts: the built CLI (`dist/cli.mjs`) in child processes, the opencode binary they start,
  * Forge's embedded scripted model (no model configured anywhere), real git, the real database.
  */
 import { strict as assert } from 'node:assert';

@@ -1,5 +1,5 @@
 /**
- * A sandboxed feature group's merge queue at the `forge` CLI (built `dist/cli.cjs`, real
+ * A sandboxed feature group's merge queue at the `forge` CLI (built `dist/cli.mjs`, real
  * processes, real opencode, real git, real bubblewrap; only the model is scripted): the checks
  * the queue runs on the merged tree run code the agent wrote, so they run confined, in a
  * short-lived bwrap sandbox over the scratch merge worktree, never on the host.

@@ -1,5 +1,5 @@
 /**
- * A feature group's merge queue at the `forge` CLI (built `dist/cli.cjs`, real processes, real
+ * A feature group's merge queue at the `forge` CLI (built `dist/cli.mjs`, real processes, real
  * opencode, real git, the database file; issue 14 part 4): completed loops merge one at a time
  * into the group's integration branch `forge/group/<id>`, their checks run again on the merged
  * tree, and a conflict sends its loop back to coding with the conflict as a finding, in its own

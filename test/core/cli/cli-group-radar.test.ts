@@ -1,5 +1,5 @@
 /**
- * The conflict radar at the `forge` CLI (built `dist/cli.cjs`, real processes, real opencode,
+ * The conflict radar at the `forge` CLI (built `dist/cli.mjs`, real processes, real opencode,
  * real git, the database file; the embedded scripted model plays splitter, coder and auditor):
  * while a group's loops run, `forge group status` in another process shows the files two live
  * loops changed, and `forge group … --json` prints `group.overlap` lines as they appear, the last

@@ -1,5 +1,5 @@
 /**
- * Feature groups at the `forge` CLI (built `dist/cli.cjs`, real processes, real opencode, real
+ * Feature groups at the `forge` CLI (built `dist/cli.mjs`, real processes, real opencode, real
  * git, the database file): `forge group PRD.md` splits a PRD with the read-only feature
  * splitter and runs the features as loops under a cap, dependencies first, within a group
  * budget. No model is configured, so Forge's embedded scripted model plays the splitter (it

@@ -1,5 +1,5 @@
 /**
- * Bad input given to the built `forge` CLI (`dist/cli.cjs`) as real processes: FORGE_SETTINGS that
+ * Bad input given to the built `forge` CLI (`dist/cli.mjs`) as real processes: FORGE_SETTINGS that
  * is not an object, unknown setting keys, option values that look like options. Nothing here
  * starts a loop, so no opencode server and no model are involved.
  */

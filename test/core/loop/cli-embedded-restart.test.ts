@@ -3,7 +3,7 @@
  * anywhere): the restarting CLI must bring the embedded model up as `forge run` does (it failed
  * with "Model not found: forge-embedded/scripted"), and the iteration it reports never goes back.
  *
- * Real parts: the built CLI (`dist/cli.cjs`) in child processes, the opencode binary they start,
+ * Real parts: the built CLI (`dist/cli.mjs`) in child processes, the opencode binary they start,
  * the embedded model inside each CLI, a git repository and Forge's database file in temp folders.
  * The user's opencode configuration names no model, as on a fresh install.
  */

@@ -2,7 +2,7 @@
  * The `forge` CLI as real processes (SPEC §2 supervision, §8 headless): a CLI killed mid-loop and
  * taken over with `forge restart --force`, two CLIs on one data folder, Ctrl-C, and `--json`.
  *
- * Real parts: the built CLI (`dist/cli.cjs`) in child processes, the opencode binary they start,
+ * Real parts: the built CLI (`dist/cli.mjs`) in child processes, the opencode binary they start,
  * a git repository and Forge's database file in temp folders. The only fake is the language
  * model, scripted here in the test process and reached by the children's opencode servers
  * through the isolated opencode configuration.

@@ -123,7 +123,7 @@ describe('bad input: a clear message, nothing created or lost', function () {
   });
 
   it('the CLI reports bad input with exit code 2 and the message', async () => {
-    const cli = join(REPO_ROOT, 'dist/cli.cjs');
+    const cli = join(REPO_ROOT, 'dist/cli.mjs');
     const emptyPlan = join(scratch, 'empty.md');
     await writeFile(emptyPlan, '\n');
     const r = await run(process.execPath, [cli, 'run', emptyPlan, '--repo', h.repo.dir, '--data-dir', h.dataDir]).catch((e) => e);

@@ -1,5 +1,5 @@
 // The conflict radar in a real extension host for a group this window does not drive (issue 14
-// part 4): a separate `forge` CLI process (the built dist/cli.cjs) on the window's data folder
+// part 4): a separate `forge` CLI process (the built dist/cli.mjs) on the window's data folder
 // splits and launches a group whose two features write the same file, over real opencode and the
 // window's scripted model (each coder held by the test after its writes). The window's engine
 // supervises none of the loops, yet its Loop Explorer shows the overlap under the group node (and
@@ -91,7 +91,7 @@ describe('the conflict radar in VS Code for a group the forge CLI runs', functio
     const env = await forgeTestEnvironment();
     const api = await forgeApi();
     const engine = await api.startEngine();
-    const cliPath = join(harnessInfo().extensionPath, 'dist', 'cli.cjs');
+    const cliPath = join(harnessInfo().extensionPath, 'dist', 'cli.mjs');
     assert.ok(existsSync(cliPath), `${cliPath} is missing: build it with node esbuild.mjs`);
     prdDir = await mkdtemp(join(tmpdir(), 'forge-radar-cli-'));
     const prd = join(prdDir, 'radar.md');

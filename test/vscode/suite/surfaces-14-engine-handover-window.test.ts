@@ -1,5 +1,5 @@
 // One engine per data folder, the other way round (issue 14 part 2): a `forge run` (the built
-// dist/cli.cjs, a separate process) is the data folder's engine; Execute Plan in this window
+// dist/cli.mjs, a separate process) is the data folder's engine; Execute Plan in this window
 // hands its loop to that process, which supervises it (the lease is the CLI's), and the window
 // shows it as a loop another process supervises (Loop Explorer, notification). Cancel Loop in the
 // window ends such a loop too, and Restart Loop hands the restart to the engine as well. Real opencode, the scripted model answering as the embedded model
@@ -48,7 +48,7 @@ interface CliRun {
 
 /** `forge run PLAN --json` on the mock model, unconfined, with these settings on the test's data folder. */
 function startCliRun(planPath: string, repo: string, env: Record<string, string>, settings: Record<string, unknown>): CliRun {
-  const child = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+  const child = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.mjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
     env: { ...process.env, ...env, FORGE_SETTINGS: JSON.stringify(settings) },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],

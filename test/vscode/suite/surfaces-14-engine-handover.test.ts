@@ -1,5 +1,5 @@
 // One engine per data folder in a real extension host (issue 14 part 2): once this window starts
-// a loop it is the data folder's engine; a `forge run` (the built dist/cli.cjs, a separate
+// a loop it is the data folder's engine; a `forge run` (the built dist/cli.mjs, a separate
 // process) on the same data folder hands its loop to the window, which supervises it (the lease
 // is the window's) while the CLI prints it and exits with its code. Real opencode, the window's
 // scripted model answering as the embedded model does, real git and database.
@@ -69,7 +69,7 @@ describe('one engine per data folder: a forge run hands its loop to this window'
     await writeFile(planPath, gatedPlan('cli-loop'));
     let out = '';
     let err = '';
-    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.cjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
+    cli = spawn(process.execPath, [join(harnessInfo().extensionPath, 'dist', 'cli.mjs'), 'run', planPath, '--repo', repo, '--model', MOCK_MODEL, '--auditor-model', MOCK_MODEL, '--no-sandbox', '--json'], {
       env: { ...process.env, ...env.opencode.env, FORGE_DATA_DIR: env.dataDir, FORGE_SETTINGS: JSON.stringify(settings) },
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
