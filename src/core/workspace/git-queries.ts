@@ -15,7 +15,7 @@ export async function branchCommit(git: GitRunner, cwd: string, branch: string):
 
 /** The tips of those of `branches` that exist, in one git process. */
 export async function branchCommits(git: GitRunner, cwd: string, branches: string[]): Promise<Map<string, string>> {
-  // --head: HEAD's line is always printed (simple-git waits 50 ms more for silent commands).
+  // --head: HEAD always matches, so show-ref exits 0 also when none of the branches exists.
   const output = await git.ok(cwd, ['show-ref', '--head', ...branches.map((b) => `refs/heads/${b}`)]);
   const tips = new Map<string, string>();
   for (const line of output.split('\n')) {

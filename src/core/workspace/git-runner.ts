@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { simpleGit } from 'simple-git';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { WorkspaceError } from './workspace-error';
 
 export interface GitResult {
@@ -14,10 +14,11 @@ export interface GitRunOptions {
 }
 
 /**
- * Thin adapter over simple-git that reports every outcome, including the exit
- * code. simple-git on its own resolves a non-zero exit with an empty stderr
- * (`merge-base --is-ancestor`, `rev-parse --verify -q`) as success, so the exit
- * code is captured through its error-detection hook.
+ * Runs git as a child process and reports every outcome, including the exit code. Not through
+ * simple-git (used here before): it resolved a command that printed nothing only 50 ms after the
+ * command had exited (its completion detection), which cost every clean `git status`, every
+ * empty `for-each-ref` and every quiet probe of a loop 50 ms; and it resolved a non-zero exit with
+ * an empty stderr as success.
  */
 export interface GitRunner {
   /** Runs git in `cwd`; never rejects on a non-zero exit. */
@@ -47,34 +48,6 @@ const REPOSITORY_SELECTING_VARIABLES = new Set([
   'GIT_PREFIX',
 ]);
 
-/**
- * simple-git screens arguments and the environment for settings that make git
- * run other programs, to protect callers that pass untrusted text. Forge builds
- * every argument itself (loop names are validated slugs, refs are checked not to
- * start with "-") and passes the user's own environment, which legitimately
- * carries GIT_CONFIG_GLOBAL, GIT_ASKPASS (VS Code sets it), GIT_PAGER, hooks
- * paths and the like; screening it would make Forge fail where plain git works.
- */
-const TRUSTED_ENVIRONMENT = {
-  allowUnsafeAlias: true,
-  allowUnsafeAskPass: true,
-  allowUnsafeConfigPaths: true,
-  allowUnsafeConfigEnvCount: true,
-  allowUnsafeCredentialHelper: true,
-  allowUnsafeEditor: true,
-  allowUnsafeMergeDriver: true,
-  allowUnsafePager: true,
-  allowUnsafeSshCommand: true,
-  allowUnsafeGitProxy: true,
-  allowUnsafeHooksPath: true,
-  allowUnsafeDiffExternal: true,
-  allowUnsafeDiffTextConv: true,
-  allowUnsafeFilter: true,
-  allowUnsafeFsMonitor: true,
-  allowUnsafeGpgProgram: true,
-  allowUnsafeTemplateDir: true,
-} as const;
-
 export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
   // Messages are matched and shown to users: keep them in English, and never
   // let git wait for a password or an editor.
@@ -84,43 +57,54 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
   }
   Object.assign(env, { LC_ALL: 'C', LANGUAGE: 'C', GIT_TERMINAL_PROMPT: '0', GIT_EDITOR: 'true', GIT_MERGE_AUTOEDIT: 'no' });
 
-  async function run(cwd: string, args: string[], runOptions: GitRunOptions = {}): Promise<GitResult> {
-    let outcome: GitResult | undefined;
-    try {
-      const git = simpleGit({
-        baseDir: cwd,
-        trimmed: false,
-        config: runOptions.config ?? [],
-        unsafe: TRUSTED_ENVIRONMENT,
-        errors: (error, result) => {
-          outcome = {
-            exitCode: result.exitCode,
-            stdout: Buffer.concat(result.stdOut).toString('utf8'),
-            stderr: Buffer.concat(result.stdErr).toString('utf8'),
-          };
-          return error;
-        },
-      }).env(env);
-      await git.raw(args);
-    } catch (error) {
-      if (outcome === undefined) {
-        const message = error instanceof Error ? error.message : String(error);
-        if (/directory that does not exist/.test(message)) {
-          throw new WorkspaceError('path_not_found', `The folder ${cwd} does not exist. Check the path and try again.`, { cause: error });
-        }
-        if (/ENOENT/.test(message) && !existsSync(cwd)) {
-          throw new WorkspaceError('path_not_found', `The folder ${cwd} does not exist. Check the path and try again.`, { cause: error });
-        }
-        if (/ENOENT/.test(message)) {
-          throw new WorkspaceError('git_not_found', 'Forge could not run git: it is not installed or not on PATH. Install git and try again.', { cause: error });
-        }
-        throw new WorkspaceError('git_failed', `Forge could not run git ${args.join(' ')} in ${cwd}: ${message}`, { cause: error });
+  function spawnFailure(cwd: string, args: string[], error: unknown): WorkspaceError {
+    const code = (error as NodeJS.ErrnoException | null)?.code;
+    const message = error instanceof Error ? error.message : String(error);
+    // spawn says ENOENT both for a missing git and for a missing working folder.
+    if (code === 'ENOENT' && !existsSync(cwd)) {
+      return new WorkspaceError('path_not_found', `The folder ${cwd} does not exist. Check the path and try again.`, { cause: error });
+    }
+    if (code === 'ENOENT') {
+      return new WorkspaceError('git_not_found', 'Forge could not run git: it is not installed or not on PATH. Install git and try again.', { cause: error });
+    }
+    return new WorkspaceError('git_failed', `Forge could not run git ${args.join(' ')} in ${cwd}: ${message}`, { cause: error });
+  }
+
+  function run(cwd: string, args: string[], runOptions: GitRunOptions = {}): Promise<GitResult> {
+    // Each `-c key=value` goes before the command, as git wants it.
+    const argv = [...(runOptions.config ?? []).flatMap((setting) => ['-c', setting]), ...args];
+    return new Promise<GitResult>((resolve, reject) => {
+      let settled = false;
+      const fail = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        reject(spawnFailure(cwd, args, error));
+      };
+      let child: ChildProcess;
+      try {
+        // No shell: every argument reaches git as it is. No stdin: git never waits for input.
+        child = spawn('git', argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+      } catch (error) {
+        fail(error);
+        return;
       }
-    }
-    if (outcome === undefined) {
-      throw new WorkspaceError('git_failed', `Forge could not read the result of git ${args.join(' ')} in ${cwd}.`);
-    }
-    return outcome;
+      const stdout: Buffer[] = [];
+      const stderr: Buffer[] = [];
+      child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+      child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+      child.once('error', fail);
+      // 'close': the process has exited and both pipes are drained.
+      child.once('close', (code, signal) => {
+        if (settled) return;
+        settled = true;
+        const errText = Buffer.concat(stderr).toString('utf8');
+        resolve({
+          exitCode: code ?? 128,
+          stdout: Buffer.concat(stdout).toString('utf8'),
+          stderr: code === null ? `${errText}${errText && !errText.endsWith('\n') ? '\n' : ''}git was stopped by ${signal ?? 'a signal'}` : errText,
+        });
+      });
+    });
   }
 
   async function ok(cwd: string, args: string[], runOptions?: GitRunOptions): Promise<string> {

@@ -139,9 +139,18 @@ export async function inspectRepository(git: GitRunner, target: string, options:
   }
   const gitCommonDir = await canonicalPath(path.resolve(folder, commonDirOutput));
 
-  const repoDir = await canonicalPath(trimLine(await git.ok(folder, ['rev-parse', '--show-toplevel'])));
+  // The rest are independent reads: asked at once (each is a git process), checked in order.
+  const [topLevel, headResult, branchResult, status] = await Promise.all([
+    git.ok(folder, ['rev-parse', '--show-toplevel']),
+    git.run(folder, ['rev-parse', '--verify', '-q', 'HEAD^{commit}']),
+    git.run(folder, ['symbolic-ref', '-q', '--short', 'HEAD']),
+    // Every untracked file counts (not just its folder); ignored files do not. Run from `folder`,
+    // status still covers the whole working tree.
+    options.workingTreeChanges ? git.ok(folder, ['status', '--porcelain=v1', '-z', '--untracked-files=all']) : Promise.resolve(null),
+  ]);
+  const repoDir = await canonicalPath(trimLine(topLevel));
 
-  const head = trimLine((await git.run(folder, ['rev-parse', '--verify', '-q', 'HEAD^{commit}'])).stdout);
+  const head = trimLine(headResult.stdout);
   if (head === '') {
     throw new WorkspaceError(
       'no_commits',
@@ -149,12 +158,8 @@ export async function inspectRepository(git: GitRunner, target: string, options:
     );
   }
 
-  const branch = trimLine((await git.run(folder, ['symbolic-ref', '-q', '--short', 'HEAD'])).stdout);
+  const branch = trimLine(branchResult.stdout);
   const info: RepositoryInfo = { repoDir, gitCommonDir, headCommit: head, currentBranch: branch === '' ? null : branch };
-  if (options.workingTreeChanges) {
-    // Every untracked file counts (not just its folder); ignored files do not.
-    const status = await git.ok(repoDir, ['status', '--porcelain=v1', '-z', '--untracked-files=all']);
-    info.workingTreeChanges = countWorkingTreeChanges(status);
-  }
+  if (status !== null) info.workingTreeChanges = countWorkingTreeChanges(status);
   return info;
 }

@@ -91,8 +91,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   /** Artefact folders the worktree's HEAD does not track (those are the ones kept out of commits). */
   async function untrackedArtefactDirs(worktreeDir: string): Promise<string[]> {
     const untracked: string[] = [];
-    // One listing of HEAD's top level (never silent, unlike one ls-tree per folder: simple-git
-    // waits 50 ms more for a git command that prints nothing).
+    // One listing of HEAD's top level instead of one ls-tree per folder.
     const topLevel = new Set((await git.ok(worktreeDir, ['ls-tree', '--name-only', '-z', 'HEAD'])).split('\0'));
     for (const dir of artefactDirs) {
       const tracked = dir.includes('/') ? (await git.ok(worktreeDir, ['ls-tree', '--name-only', 'HEAD', '--', dir])).trim() !== '' : topLevel.has(dir);
@@ -374,20 +373,19 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     // prompt: the common case is two, add and commit.
     const pathspec = await ownWorkPathspec(worktreeDir);
     if (options.likelyClean) {
-      // Porcelain v2 with --branch always prints its branch headers, so simple-git does not hold
-      // it (see below); anything after them is a change, staged, unstaged or untracked.
+      // Porcelain v2 with --branch prints its branch headers first; anything after them is a
+      // change, staged, unstaged or untracked.
       const status = await git.ok(worktreeDir, ['status', '--porcelain=v2', '--branch', '-z', '--untracked-files=all', ...pathspec]);
       if (!status.split('\0').some((entry) => entry !== '' && !entry.startsWith('# '))) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
       }
     }
-    // --verbose: simple-git waits 50 ms more for any git command that printed nothing (its
-    // completion detection), and a plain `add` prints nothing; this one lists what it staged.
+    // --verbose lists what it staged: nothing listed is nothing new from the working tree.
     const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
     if (added.trim() === '') {
       // Nothing new from the working tree; an agent may still have staged something itself.
-      // (--dry-run answers by exit code and always prints a status: never silent, see above.)
+      // (--dry-run answers by exit code.)
       let dryRun = await git.run(worktreeDir, ['commit', '--dry-run', ...pathspec]);
       // A merge in progress (the agent staged its resolution itself): git asks about the whole merge.
       if (dryRun.exitCode !== 0 && /partial commit during a merge/.test(dryRun.stderr)) dryRun = await git.run(worktreeDir, ['commit', '--dry-run']);

@@ -1,16 +1,19 @@
 /**
  * What a `forge` start evaluates at once (issue 14: a loop handed to the data folder's engine
- * costs a Node process and little more). The CLI's entry imports the engine, its database and
- * the opencode, MCP and git libraries only where a command opens them (`await import(...)`), so
- * a `forge run` that hands its loop over never loads them. esbuild bundles those lazily either
- * way; this test bundles the real entry with the dynamic imports split off and reads which
- * sources the start pulls in statically, so a new static import of the engine fails here.
+ * costs a Node process and little more). The CLI's entry imports the engine, its database, the
+ * opencode and MCP libraries and the worktree service only where a command opens them
+ * (`await import(...)`), so a `forge run` that hands its loop over never loads them. The build
+ * (esbuild.mjs) splits the CLI into ES module chunks along those imports; this test bundles the
+ * real entry the same way and reads which sources the start pulls in statically, and reads the
+ * built dist/cli.mjs's static imports, so a new static import of the engine fails here.
  */
 import { strict as assert } from 'node:assert';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as esbuild from 'esbuild';
+import { ensureCliBuilt } from '../../support/cli-runner';
 import { REPO_ROOT } from '../../support/loop-harness';
 
 /** Every source the entry's chunk and the chunks it imports statically hold (paths as esbuild names them). */
@@ -57,7 +60,7 @@ async function eagerSources(entry: string): Promise<{ eager: Set<string>; all: S
 describe('forge start: what the CLI loads at once', function () {
   this.timeout(120_000);
 
-  it('a start loads the engine endpoint, settings and plan checks, not the engine, database, opencode SDK, MCP or git libraries', async () => {
+  it('a start loads the engine endpoint, settings and plan checks, not the engine, database, opencode SDK, MCP library or worktree service', async () => {
     const { eager, all } = await eagerSources('src/cli/main.ts');
     // What a handed-over run needs is there.
     for (const needed of ['src/cli/run-loop.ts', 'src/cli/handover.ts', 'src/core/engine-host/engine-client.ts', 'src/core/config/settings.ts', 'src/core/loop/plan-validation.ts']) {
@@ -76,10 +79,34 @@ describe('forge start: what the CLI loads at once', function () {
       assert.ok(all.has(file), `${file} is part of the CLI bundle (else this check checks nothing)`);
       assert.ok(!eager.has(file), `${file} must not be loaded at start: import it where the command needs it (await import)`);
     }
-    for (const pkg of ['node_modules/@opencode-ai/sdk/', 'node_modules/@modelcontextprotocol/sdk/', 'node_modules/simple-git/', 'node_modules/sql.js/']) {
+    for (const pkg of ['node_modules/@opencode-ai/sdk/', 'node_modules/@modelcontextprotocol/sdk/', 'node_modules/sql.js/']) {
       assert.ok([...all].some((f) => f.startsWith(pkg)), `${pkg} is part of the CLI bundle`);
       const loaded = [...eager].filter((f) => f.startsWith(pkg));
       assert.deepEqual(loaded, [], `${pkg} must not be loaded at start`);
     }
+  });
+
+  it('the built CLI (dist/cli.mjs) imports the engine chunk only where a command opens it', async () => {
+    const cli = ensureCliBuilt(REPO_ROOT);
+    const dist = dirname(cli);
+    // The files Node loads when it starts dist/cli.mjs: the static `import … from "./…"` closure
+    // (also of a minified build, whose imports share a line).
+    const staticImports = (file: string) => [...readFileSync(join(dist, file), 'utf8').matchAll(/(?:^|[;}])\s*import\s*(?:[\w$*{},\s]+from\s*)?"\.\/([^"]+)"/g)].map((m) => m[1]!);
+    const loaded = new Set<string>();
+    const queue = ['cli.mjs'];
+    while (queue.length > 0) {
+      const file = queue.pop()!;
+      if (loaded.has(file)) continue;
+      loaded.add(file);
+      queue.push(...staticImports(file));
+    }
+    const engineChunks = readdirSync(dist).filter((f) => /^cli-engine-.*\.mjs$/.test(f));
+    assert.equal(engineChunks.length, 1, `one engine chunk beside cli.mjs (found ${engineChunks.join(', ') || 'none'})`);
+    const engineChunk = engineChunks[0]!;
+    assert.ok(readFileSync(cli, 'utf8').includes(`import("./${engineChunk}")`), 'cli.mjs imports the engine chunk lazily (else this check checks nothing)');
+    assert.ok(!loaded.has(engineChunk), `${engineChunk} is loaded at start (static closure: ${[...loaded].join(', ')})`);
+    const startBytes = [...loaded].reduce((sum, f) => sum + statSync(join(dist, f)).size, 0);
+    const engineBytes = statSync(join(dist, engineChunk)).size;
+    assert.ok(startBytes < engineBytes, `a start loads ${startBytes} bytes, more than the engine chunk's ${engineBytes}`);
   });
 });
