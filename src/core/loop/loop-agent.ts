@@ -16,6 +16,7 @@ import { effectiveStallMs, ShellWatchdog } from '../jobs/shell-watchdog';
 import { readExtras, type StoredLoopExtras } from './loop-supervisor';
 import { LoopRuntimeError, type LoopRuntimeEvent } from './runtime-types';
 import type { LoopRuntimeDeps, PreparedAgentShell } from './runtime';
+import { stepTimer } from './step-timer';
 
 /** What a loop's server needs besides the loop's own shell: the loop's shell, ripgrep shim and sandbox name go to the shared server's router instead. */
 export function sharedServerParts(prepared: PreparedAgentShell): { env: Record<string, string>; config: Record<string, unknown> } {
@@ -27,20 +28,6 @@ export function sharedServerParts(prepared: PreparedAgentShell): { env: Record<s
   const { shell: _shell, ...config } = prepared.config;
   void _shell;
   return { env, config };
-}
-
-/** Milliseconds per step of opening a loop's agent, for the debug log (where the start of a loop goes). */
-function stepTimer(): { mark(step: string): void; summary(): string } {
-  const marks: string[] = [];
-  let last = performance.now();
-  return {
-    mark(step) {
-      const now = performance.now();
-      marks.push(`${step} ${Math.round(now - last)} ms`);
-      last = now;
-    },
-    summary: () => marks.join(', '),
-  };
 }
 
 export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeRepositories, emit: (event: LoopRuntimeEvent) => void) {

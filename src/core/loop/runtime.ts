@@ -39,6 +39,7 @@ import { confinementRequest, decideConfinement, type Confinement, LOOP_CONFINEME
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
 import { supervisorOf } from './lease-holder';
 import { projectIdFor } from './project';
+import { stepTimer } from './step-timer';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
 import {
   LoopRuntimeError,
@@ -118,6 +119,12 @@ export interface LoopRuntimeDeps {
   live?: LiveFeedSink;
   /** The opencode servers this process's loops share (setting forge.opencode.serverMode "shared"). */
   sharedOpencode?: SharedOpencodePool;
+}
+
+/** The value of a settled lookup; its error when it failed. */
+function settledValue<T>(result: PromiseSettledResult<T>): T {
+  if (result.status === 'rejected') throw result.reason;
+  return result.value;
 }
 
 export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
@@ -207,6 +214,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
   async function start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }> {
     if (disposed) throw new LoopRuntimeError('bad_request', 'Forge is shutting down.');
     const settings = deps.settings();
+    const timing = stepTimer();
     // 1. Everything that can be wrong with the request is checked before anything is created.
     let plan: ParsedPlan | null = null;
     if (request.kind === 'plan') {
@@ -240,8 +248,23 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     } else {
       desired = slugifyLoopName(request.goal!.split(/\s+/).slice(0, 6).join(' '));
     }
-    const project = await projectOf(request.repoPath, { workingTreeChanges: true });
-    const defaults = deps.defaultModels ? await deps.defaultModels() : { model: null, auditorModel: null, notice: null };
+    timing.mark('request');
+    // The repository, the default models and the sandbox driver are independent lookups (git,
+    // opencode's configuration, the drivers' probes): asked at once, answered in this order.
+    const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
+    const [projectLookup, defaultsLookup, driverLookup] = await Promise.allSettled([
+      projectOf(request.repoPath, { workingTreeChanges: true }),
+      deps.defaultModels ? deps.defaultModels() : Promise.resolve({ model: null, auditorModel: null, notice: null }),
+      confinementWanted === 'off'
+        ? Promise.resolve({ driver: null, reason: null })
+        : deps.sandbox
+          ? deps.sandbox.resolveDriver()
+          : Promise.resolve({ driver: null, reason: 'this Forge was built without sandbox support.' }),
+    ]);
+    const project = settledValue(projectLookup);
+    const defaults = settledValue(defaultsLookup);
+    const driver = settledValue(driverLookup);
+    timing.mark('repository, models and sandbox driver');
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
     const notices = [...nameNotices, ...(plan?.notices ?? []), ...checks.notes];
@@ -250,16 +273,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     if (uncommitted) notices.push(uncommitted);
     if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
     // Safe by default: sandboxed wherever a driver works; unconfined only when allowed, and said.
-    const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
-    const decision = decideConfinement(
-      confinementWanted,
-      confinementWanted === 'off'
-        ? { driver: null, reason: null }
-        : deps.sandbox
-          ? await deps.sandbox.resolveDriver()
-          : { driver: null, reason: 'this Forge was built without sandbox support.' },
-      settings['forge.sandbox.driver'],
-    );
+    const decision = decideConfinement(confinementWanted, driver, settings['forge.sandbox.driver']);
     if (!decision.ok) throw new LoopRuntimeError('sandbox', decision.message);
     const confinement = decision.confinement;
     const sandbox = confinement.sandboxed;
@@ -313,9 +327,11 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       state: { ...(extras as unknown as Record<string, unknown>), [LOOP_CONFINEMENT_STATE_KEY]: confinement },
     });
     const ref: LoopRef = { projectId: project.projectId, name: row.name };
+    timing.mark('name');
     if (row.name !== desired) notices.splice(nameNotices.length, 0, `The name "${desired}" is taken (by an earlier loop or its worktree folder), so this loop is named "${row.name}".`);
     try {
       const wt = await deps.worktrees.createWorktree({ repoPath: project.repoDir, loopName: row.name, repository: project, ...(request.baseCommit ? { baseCommit: request.baseCommit } : {}) });
+      timing.mark('worktree');
       deps.db.transaction((tx) => {
         const r = createForgeRepositories(tx);
         r.loops.update(ref.projectId, ref.name, {
@@ -355,6 +371,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         throw new LoopRuntimeError('sandbox', `The sandbox could not start, so the loop was not started: ${(error as Error).message}`);
       }
     }
+    timing.mark(sandbox ? 'stored, sandbox' : 'stored');
+    deps.log.debug(`[loop ${ref.name}] started in ${timing.total()} ms: ${timing.summary()}`);
     const sup = supervise(ref);
     emit({ type: 'loop.started', loop: ref, notices, confinement });
     emit({ type: 'loop.phase', loop: ref, event: 'start', from: null, to: 'coding', iteration: 1, sectionIndex: loopState.sectionIndex });
