@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Parallel loops (issue 14's targets): N demo-plan loops at once on one data folder, each a
-// separate `forge run` process (`node dist/cli.cjs run PLAN --name …`) started at the same
+// separate `forge run` process (`node dist/cli.mjs run PLAN --name …`) started at the same
 // instant, on Forge's embedded scripted model (the opencode environment names no model; HOME
 // and XDG folders are a temporary "machine", so the user's configuration is never read).
 //
@@ -33,7 +33,11 @@
 // every CLI's output.
 //
 //   node bench/parallel.mjs [--n 1,2,4,8,16] [--runs 1] [--mode per-loop,shared,shared-warm] [--warmup 1]
-//                           [--timeout-min 15] [--no-sandbox]
+//                           [--timeout-min 15] [--no-sandbox] [--log DIR]
+//
+// --log DIR keeps every CLI's output, each line prefixed with the milliseconds since the step's first
+// spawn (DIR/<loop name>.log, whose first line says when that CLI was spawned; a handed-over
+// loop's engine lines are in the engine's CLI's log), for reading where a start spends its time.
 //
 // Every data folder, repository, worktree and process it made is removed at the end, also on
 // Ctrl-C. Not part of `npm test`.
@@ -182,7 +186,7 @@ function sampler() {
       /* gone */
     }
     const name = (exe.split('/').pop() || argv[0] || '?').replace(/ \(deleted\)$/, '');
-    if (argv.some((a) => a.endsWith('cli.cjs'))) return { cls: 'forge', name: 'forge' };
+    if (argv.some((a) => /cli\.[cm]js$/.test(a))) return { cls: 'forge', name: 'forge' };
     if (/opencode/.test(name) || /opencode/.test(argv[0] ?? '')) return { cls: 'opencode', name: 'opencode' };
     return { cls: 'other', name };
   };
@@ -229,7 +233,7 @@ else await main();
 async function main() {
   const { spawn, execFileSync } = await import('node:child_process');
   const { randomBytes } = await import('node:crypto');
-  const { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const os = await import('node:os');
   const path = (await import('node:path')).default;
   const { performance } = await import('node:perf_hooks');
@@ -257,6 +261,8 @@ async function main() {
   const WARMUP = Math.max(0, numberArg('warmup', 1));
   const TIMEOUT_MS = Math.max(1, numberArg('timeout-min', 15)) * 60_000;
   const NO_SANDBOX = process.argv.includes('--no-sandbox');
+  const LOG_DIR = listArg('log', '')[0] ? path.resolve(listArg('log', '')[0]) : null;
+  if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
   const INTERVAL_MS = 200;
 
   /**
@@ -294,7 +300,7 @@ async function main() {
     process.exit(2);
   }
 
-  const cli = path.join(root, 'dist/cli.cjs');
+  const cli = path.join(root, 'dist/cli.mjs');
   if (!existsSync(cli) || process.env.FORGE_BENCH_REBUILD !== '0') {
     execFileSync(process.execPath, [path.join(root, 'esbuild.mjs')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   }
@@ -426,6 +432,8 @@ async function main() {
       live.add(child);
       const loop = { name, child, t0, firstSession: null, firstAccepted: null, firstBusy: null, ended: null, confinement: null, exit: null, exitAt: null, problems: [] };
       byName.set(name, loop);
+      const logFile = LOG_DIR ? path.join(LOG_DIR, `${name}.log`) : null;
+      if (logFile) appendFileSync(logFile, `${(t0 - spawnAt).toFixed(0).padStart(6)} [bench] spawned ${name}\n`);
       const lines = (stream, onLine) => {
         let buf = '';
         stream.on('data', (chunk) => {
@@ -433,6 +441,7 @@ async function main() {
           buf += chunk.toString('utf8');
           const parts = buf.split('\n');
           buf = parts.pop();
+          if (logFile) appendFileSync(logFile, parts.map((l) => `${(at - spawnAt).toFixed(0).padStart(6)} ${l}\n`).join(''));
           for (const l of parts) onLine(l, at);
         });
       };
