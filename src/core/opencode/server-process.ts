@@ -27,7 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
-import { arch, platform } from 'node:os';
+import { arch, platform, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 
 export interface OpencodeEndpoint {
@@ -45,6 +45,20 @@ export const OFFLINE_ENVIRONMENT: Readonly<Record<string, string>> = Object.free
 });
 
 export const FORGE_SERVER_USERNAME = 'forge';
+
+/**
+ * The memory JavaScriptCore (opencode runs on Bun) sizes its garbage collection by. It reads the
+ * machine's RAM and, on a machine of more than 4 GiB, lets a heap double at every collection
+ * however large it grows (a "small" heap is one under a quarter of the RAM). A server that serves
+ * many loops holds a heap of gigabytes, so Forge starts it as if the machine had at most 4 GiB:
+ * past 1 GiB its heap grows by half, past 2 GiB by a quarter, and the collector runs sooner.
+ * Measured A/B in one sitting (bench:parallel, three runs each, 24 GiB machine): 16 loops at
+ * once on one shared server peaked at 2101 MB against 2361 MB (1932 against 2139 MB when the
+ * first loop was already running); one loop's wall time 5.45–6.70 s against 5.49–8.28 s (eight
+ * runs each, alternating): a small heap grows as before. A value the user set is kept.
+ */
+export const OPENCODE_HEAP_RAM_BYTES = 4 * 2 ** 30;
+const JSC_RAM_SIZE_VARIABLE = 'BUN_JSC_forceRAMSize';
 
 /** Environment variable whose value marks every process of one Forge-started opencode server. */
 export const PROCESS_MARKER_VARIABLE = 'FORGE_OPENCODE_INSTANCE';
@@ -147,6 +161,7 @@ export function buildOpencodeEnvironment(input: OpencodeEnvironmentInput): Recor
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(input.baseEnv ?? process.env)) if (value !== undefined) env[key] = value;
   Object.assign(env, OFFLINE_ENVIRONMENT);
+  env[JSC_RAM_SIZE_VARIABLE] ??= String(Math.min(totalmem(), OPENCODE_HEAP_RAM_BYTES));
   env.OPENCODE_SERVER_USERNAME = input.username;
   env.OPENCODE_SERVER_PASSWORD = input.password;
   if (input.forgeConfig) {

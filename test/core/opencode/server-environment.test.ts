@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { agentPermission, buildForgeOpencodeConfig, loadAgentPrompts } from '../../../src/core/opencode/forge-config';
-import { buildOpencodeEnvironment, describeOpencodeError, resolveOpencodeBinary } from '../../../src/core/opencode/server-process';
+import { totalmem } from 'node:os';
+import { buildOpencodeEnvironment, describeOpencodeError, OPENCODE_HEAP_RAM_BYTES, resolveOpencodeBinary } from '../../../src/core/opencode/server-process';
 import { AGENT_PROMPTS_DIR } from '../../support/opencode-harness';
 
 describe('opencode environment and configuration', () => {
@@ -20,6 +21,14 @@ describe('opencode environment and configuration', () => {
     assert.equal(env.ANTHROPIC_API_KEY, 'sk-user');
     assert.equal(env.OPENCODE_CONFIG, '/home/u/extra.json');
     assert.deepEqual(JSON.parse(env.OPENCODE_CONFIG_CONTENT ?? ''), { theme: 'x', agent: { mine: { prompt: 'p' }, 'forge-code': { prompt: 'f' } } });
+  });
+
+  it("sizes opencode's garbage collection for at most 4 GiB of RAM, unless the user set it", () => {
+    const forge = buildOpencodeEnvironment({ baseEnv: { PATH: '/bin' }, username: 'forge', password: 'secret' });
+    assert.equal(forge.BUN_JSC_forceRAMSize, String(Math.min(totalmem(), OPENCODE_HEAP_RAM_BYTES)));
+    assert.equal(OPENCODE_HEAP_RAM_BYTES, 4 * 2 ** 30);
+    const user = buildOpencodeEnvironment({ baseEnv: { PATH: '/bin', BUN_JSC_forceRAMSize: '123456789' }, username: 'forge', password: 'secret' });
+    assert.equal(user.BUN_JSC_forceRAMSize, '123456789', "the user's own value is kept");
   });
 
   it("turns opencode's error JSON into one readable line", () => {
