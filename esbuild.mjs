@@ -3,7 +3,7 @@
 // agent prompts). `--outdir DIR` writes them somewhere else than dist/ (bench/ui-scale.mjs).
 // `node esbuild.mjs [--watch] [--production] [--outdir DIR]`
 import * as esbuild from 'esbuild';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -56,6 +56,43 @@ const vscodeFacade = {
   },
 };
 
+/**
+ * Writes the CLI's files so that a `forge` process already running keeps working across a
+ * rebuild: it imports chunks (`dist/cli-*.mjs`) while it runs, some only at its end. Each file
+ * is replaced by a rename (never seen half-written) and only when its content changed (a chunk's
+ * name carries its content hash, so an unchanged chunk is never touched); a chunk the new build
+ * no longer has stays a day for the processes that may still import it, then goes. The CommonJS
+ * CLI of builds before the split (`cli.cjs`) goes at once.
+ */
+const STALE_CLI_CHUNK_MS = 24 * 60 * 60 * 1000;
+const cliOutput = {
+  name: 'cli-output',
+  setup(build) {
+    build.onEnd((result) => {
+      if (!result.outputFiles) return;
+      mkdirSync(dist, { recursive: true });
+      const written = new Set();
+      for (const file of result.outputFiles) {
+        written.add(file.path);
+        if (existsSync(file.path) && Buffer.compare(readFileSync(file.path), file.contents) === 0) continue;
+        const temporary = `${file.path}.${process.pid}.tmp`;
+        writeFileSync(temporary, file.contents, { mode: file.path.endsWith('cli.mjs') ? 0o755 : 0o644 });
+        renameSync(temporary, file.path);
+      }
+      const now = Date.now();
+      for (const name of readdirSync(dist)) {
+        const path = join(dist, name);
+        try {
+          if (/^cli\.cjs(\.map)?$/.test(name)) rmSync(path, { force: true });
+          else if (/^cli-.*\.mjs(\.map)?$/.test(name) && !written.has(path) && now - statSync(path).mtimeMs > STALE_CLI_CHUNK_MS) rmSync(path, { force: true });
+        } catch {
+          // Gone meanwhile (another build): nothing to remove.
+        }
+      }
+    });
+  },
+};
+
 /** @type {esbuild.BuildOptions[]} */
 const builds = [
   // The extension entry leaves the engine side out (src/vscode/core-module.ts: sql.js, zod, the
@@ -83,6 +120,8 @@ const builds = [
     outdir: dist,
     outExtension: { '.js': '.mjs' },
     chunkNames: 'cli-[name]-[hash]',
+    write: false,
+    plugins: [cliOutput],
     // CommonJS dependencies call require() and read __filename/__dirname: each output file
     // defines them for itself from import.meta.url.
     banner: {
@@ -112,9 +151,6 @@ const builds = [
 
 function copyAssets() {
   mkdirSync(dist, { recursive: true });
-  // Chunk names carry a content hash: an earlier build's chunks (and the CommonJS CLI of builds
-  // before the split) would pile up.
-  for (const f of readdirSync(dist)) if (/^cli(-.*\.mjs|\.cjs)(\.map)?$/.test(f)) rmSync(join(dist, f));
   cpSync(join(root, 'node_modules/sql.js/dist/sql-wasm.wasm'), join(dist, 'sql-wasm.wasm'));
   const agents = join(root, 'src/core/opencode/agents');
   if (existsSync(agents)) {

@@ -82,6 +82,23 @@ function cliSettings(cmd: CliCommand): ForgeSettings {
   return settings;
 }
 
+/**
+ * The built CLI imports parts of itself (chunks beside dist/cli.mjs) where a command needs them,
+ * some at a command's end. The build keeps an earlier build's chunks a day (esbuild.mjs), so a
+ * rebuild or upgrade under a running command almost never removes one; when it did, this says so
+ * instead of an internal error.
+ */
+class ForgeFilesChangedError extends Error {}
+async function loadPart<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+    throw new ForgeFilesChangedError(`Forge's own files changed while this command ran (it was rebuilt or upgraded), so it could not load a part of itself: ${(error as Error).message.split('\n')[0]}. Run the command again.`, { cause: error });
+  }
+}
+
 function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
   return resolve(cmd.dataDir ?? resolveDataDir(process.env));
 }
@@ -91,7 +108,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   const debug = process.env.FORGE_LOG === 'debug';
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
-  const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([import('../core/engine'), import('../core/opencode/embedded-model')]);
+  const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
   return createForgeEngine({
     dataDir,
     settings: () => settings,
@@ -153,7 +170,7 @@ async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command
             onProgress,
           })
         : await engine.planner.continue({ repoPath: cmd.repo, id: cmd.continueId, answer: cmd.request, signal: abort.signal, onProgress });
-    const { formatDraftResult } = await import('./format-plan');
+    const { formatDraftResult } = await loadPart(() => import('./format-plan'));
     const { stdout, stderr } = formatDraftResult(result, cmd.json);
     for (const line of stderr) err(line);
     if (stdout) out(stdout);
@@ -254,9 +271,9 @@ async function main(argv: string[]): Promise<number> {
       case 'plan':
         return await draftPlan(engine, cmd);
       case 'group':
-        return await (await import('./group-command')).runGroupCommand(engine, cmd, { out, err });
+        return await (await loadPart(() => import('./group-command'))).runGroupCommand(engine, cmd, { out, err });
       case 'status': {
-        const [{ formatLoopDetail, formatLoopList }, { formatGroupList, groupsWithRadar }] = await Promise.all([import('./format'), import('./group-command')]);
+        const [{ formatLoopDetail, formatLoopList }, { formatGroupList, groupsWithRadar }] = await Promise.all([loadPart(() => import('./format')), loadPart(() => import('./group-command'))]);
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         if (cmd.name) {
           const loop = engine.runtime.get({ projectId, name: cmd.name });
@@ -275,7 +292,7 @@ async function main(argv: string[]): Promise<number> {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         const loop = engine.runtime.get({ projectId, name: cmd.name });
         if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
-        const { formatFindings } = await import('./format');
+        const { formatFindings } = await loadPart(() => import('./format'));
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;
       }
@@ -308,6 +325,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof WorkspaceError || error instanceof ForgeDatabaseError) {
       err(`forge: ${error.message}`);
       return EXIT.badInput;
+    }
+    if (error instanceof ForgeFilesChangedError) {
+      err(`forge: ${error.message}`);
+      return EXIT.internal;
     }
     err(`forge: internal error: ${(error as Error).stack ?? String(error)}`);
     return EXIT.internal;
