@@ -89,16 +89,24 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('Execute Plan while a forge run is the engine: the CLI supervises the window\'s loop, the window shows it; Cancel Loop ends another and Restart Loop hands it over again; the CLI exits 0', async () => {
+  /**
+   * The embedded model, and a fresh engine in this window on the test's data folder: a window that
+   * started loops earlier in this run is the data folder's engine and stops being it here, and the
+   * new one has not tried to listen yet.
+   */
+  async function freshWindowEngine() {
     const env = await forgeTestEnvironment();
     env.model.setHandler((request) => embeddedAgentStep(request));
     const api = await forgeApi();
-    // A fresh engine: a window that started loops earlier in this run is the data folder's engine and stops being it here.
     await api.setTestEnvironment({ ...env.opencode.env, FORGE_DATA_DIR: env.dataDir });
     // Adding a worktree folder to this single-folder window would restart the extension host (and this test).
     await vscode.workspace.getConfiguration('forge').update('openWorktree', 'never', vscode.ConfigurationTarget.Global);
     const engine = await api.startEngine();
-    const repo = harnessInfo().workspaceFolder;
+    return { env, api, engine, repo: harnessInfo().workspaceFolder };
+  }
+
+  it('Execute Plan while a forge run is the engine: the CLI supervises the window\'s loop, the window shows it; Cancel Loop ends another and Restart Loop hands it over again; the CLI exits 0', async () => {
+    const { env, api, engine, repo } = await freshWindowEngine();
     work = await mkdtemp(join(tmpdir(), 'forge-handover-window-'));
     const worktree = (name: string) => join(env.dataDir, 'worktrees', name);
     const running = (name: string) => existsSync(join(worktree(name), `running-${name}`));
@@ -200,14 +208,7 @@ describe('one engine per data folder: this window hands its loop to a forge run 
     assert.equal(lines.at(-1)!.status, 'completed', cli.describe());
   });
   it('a window that found another process being the engine becomes it at a later loop, once that process has gone, and then takes the loops of runs with the settings it has now', async () => {
-    const env = await forgeTestEnvironment();
-    env.model.setHandler((request) => embeddedAgentStep(request));
-    const api = await forgeApi();
-    // A fresh engine that has not tried to listen yet.
-    await api.setTestEnvironment({ ...env.opencode.env, FORGE_DATA_DIR: env.dataDir });
-    await vscode.workspace.getConfiguration('forge').update('openWorktree', 'never', vscode.ConfigurationTarget.Global);
-    const engine = await api.startEngine();
-    const repo = harnessInfo().workspaceFolder;
+    const { env, api, engine, repo } = await freshWindowEngine();
     work ??= await mkdtemp(join(tmpdir(), 'forge-handover-window-'));
     const worktree = (name: string) => join(env.dataDir, 'worktrees', name);
     const running = (name: string) => existsSync(join(worktree(name), `running-${name}`));
