@@ -2,7 +2,7 @@
  * A hostile auditor (scripted model, real opencode, real CLI, git and database) records findings
  * whose text carries escape sequences a terminal would act on: clear screen, window title, a
  * hyperlink, NUL, BEL, an 8-bit CSI and a bidi override. Every byte `forge run`, `forge findings`
- * and `forge status` print is inert, `--json` carries the original text intact, and a file name
+ * (with `--follow`'s transcript) and `forge status` print is inert, `--json` carries the original text intact, and a file name
  * with such characters gets a clear tool error back instead of being stored.
  */
 import { strict as assert } from 'node:assert';
@@ -50,11 +50,13 @@ describe('model text is inert in the CLI: hostile findings through the real CLI,
     w.model.setHandler(script.handler);
     const plan = join(w.work, 'plan.md');
     await writeFile(plan, `# Inert\n\nLoop Name: ${loop}\n\n## Write hello.txt\nWrite hello.txt saying hello.\n\n## Verification\n- exists: hello.txt\n`);
-    const run = await w.runner.run(['run', plan, '--no-sandbox', '--max-iterations', '6'], { timeoutMs: 280_000 });
+    // --follow: the agent's transcript (tool calls with their arguments and results) is printed too.
+    const run = await w.runner.run(['run', plan, '--no-sandbox', '--max-iterations', '6', '--follow'], { timeoutMs: 280_000 });
     assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
     assertInert('forge run (stdout)', run.stdout);
     assertInert('forge run (stderr)', run.stderr);
     assert.ok(run.stdout.includes('\\u001b[2J\\u001b[H, sets the title \\u001b]0;pwned\\u0007, NUL \\u0000 here'), run.stdout);
+    assert.ok(run.stdout.split('\n').some((l) => /tool .*review_write/.test(l) && l.includes('\\u001b[2J')), run.stdout);
 
     // The model was told why its file name was refused, and the refusal itself is inert.
     const refusals = w.model.requests.flatMap((r) => r.toolResults).filter((t) => /contains control, escape or bidi characters/.test(t.content));
