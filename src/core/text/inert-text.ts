@@ -18,10 +18,11 @@
  * (the "Trojan source" set) and the Unicode line/paragraph separators. CR is handled apart
  * (`CRLF` is an ordinary line end).
  */
-const ACTIVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
+const ACTIVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 /** The same set plus TAB, LF and CR: for text that must stay on one line. */
-const ACTIVE_IN_LINE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
-const HAS_ACTIVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+const ACTIVE_IN_LINE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const HAS_ACTIVE = new RegExp(ACTIVE.source);
+const HAS_ACTIVE_IN_LINE = new RegExp(ACTIVE_IN_LINE.source);
 
 function escapeChar(c: string): string {
   return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
@@ -52,5 +53,5 @@ export function inertJson(value: unknown): string {
 
 /** Whether `text` holds a character `inertLine` would escape (for refusing it where a name is expected). */
 export function hasActiveCharacter(text: string, { allowLineBreaks = false } = {}): boolean {
-  return allowLineBreaks ? HAS_ACTIVE.test(text) : new RegExp(ACTIVE_IN_LINE.source, 'u').test(text);
+  return allowLineBreaks ? HAS_ACTIVE.test(text) : HAS_ACTIVE_IN_LINE.test(text);
 }

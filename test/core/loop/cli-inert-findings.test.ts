@@ -1,8 +1,8 @@
 /**
  * A hostile auditor (scripted model, real opencode, real CLI, git and database) records findings
  * whose text carries escape sequences a terminal would act on: clear screen, window title, a
- * hyperlink, NUL, BEL, an 8-bit CSI and a bidi override. Every byte `forge run`, `forge findings`
- * (with `--follow`'s transcript) and `forge status` print is inert, `--json` carries the original text intact, and a file name
+ * hyperlink, NUL, BEL, an 8-bit CSI and a bidi override. Every byte `forge run` (with `--follow`'s
+ * transcript), `forge findings` and `forge status` print is inert, `--json` carries the original text intact, and a file name
  * with such characters gets a clear tool error back instead of being stored.
  */
 import { strict as assert } from 'node:assert';
