@@ -9,6 +9,7 @@
 import { dirname, join } from 'node:path';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import { parseJsonObject } from '../opencode/server-process';
+import { projectLayerFor, readProjectConfig } from '../opencode/project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from '../opencode/shared-opencode';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { LoopJobs } from '../jobs/loop-jobs';
@@ -59,12 +60,15 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
         baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...serverParts.config });
       }
+      // The user's checkout, not the worktree: read as data, only its model and provider settings.
+      const projectLayer = loop.repoDir ? projectLayerFor(await readProjectConfig(loop.repoDir)).config : undefined;
       const agent = await startLoopOpencode({
         loopName: loop.name,
         worktreeDir: loop.worktreeDir!,
         toolServer,
         prompts: await deps.agentPrompts(),
         models: { code: loop.model ?? undefined, auditor: loop.auditorModel ?? loop.model ?? undefined },
+        ...(projectLayer ? { projectLayer } : {}),
         binaryPath: settings['forge.opencode.binaryPath'] || undefined,
         attach,
         baseEnv,

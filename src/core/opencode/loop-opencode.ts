@@ -26,6 +26,7 @@ import {
   type RestartPolicy,
 } from './server-supervisor';
 import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
+import { NO_PROJECT_CONFIG_ENVIRONMENT } from './project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from './shared-opencode';
 
 export interface LoopOpencodeOptions {
@@ -36,6 +37,11 @@ export interface LoopOpencodeOptions {
   toolServer: ForgeToolServer;
   prompts: AgentPrompts;
   models?: Partial<Record<ForgeAgentRole, string>>;
+  /**
+   * The user's project configuration as loops use it (`projectLayerFor`): opencode reads none
+   * from the worktree, which the agent writes (ignored with `attach`).
+   */
+  projectLayer?: Record<string, unknown>;
   /** Setting `forge.opencode.binaryPath`. */
   binaryPath?: string;
   /** Setting `forge.opencode.serverUrl`: attach instead of starting a server. */
@@ -87,15 +93,19 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     } else {
       const binaryPath = resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined });
       await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
+      // Over the user's and the caller's environment: no configuration, plugin, tool, agent,
+      // command, MCP server or AGENTS.md from the worktree (project-config.ts).
+      const extraEnv = { ...(options.extraEnv ?? {}), ...NO_PROJECT_CONFIG_ENVIRONMENT };
+      const projectLayer = options.projectLayer ? { projectLayer: options.projectLayer } : {};
       if (options.shared) {
         const membership = await options.shared.pool.join(
           {
             binaryPath,
             confinement: options.shared.confinement,
             baseEnv: options.baseEnv ?? process.env,
-            ...(options.extraEnv ? { extraEnv: options.extraEnv } : {}),
+            extraEnv,
             // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
-            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts }),
+            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, ...projectLayer }),
             ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
             ...(options.restart ? { restart: options.restart } : {}),
             ...(options.onOutput ? { onOutput: options.onOutput } : {}),
@@ -116,8 +126,8 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
           binaryPath,
           cwd: options.worktreeDir,
           baseEnv: options.baseEnv,
-          extraEnv: options.extraEnv,
-          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models }),
+          extraEnv,
+          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models, ...projectLayer }),
           startTimeoutMs: options.startTimeoutMs,
           restart: options.restart,
           onOutput: options.onOutput,
