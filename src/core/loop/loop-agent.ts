@@ -9,7 +9,7 @@
 import { dirname, join } from 'node:path';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import { parseJsonObject } from '../opencode/server-process';
-import { projectLayerFor, readProjectConfig } from '../opencode/project-config';
+import { disabledPluginNotice, projectLayerFor, readProjectConfig } from '../opencode/project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from '../opencode/shared-opencode';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { LoopJobs } from '../jobs/loop-jobs';
@@ -69,6 +69,11 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         prompts: await deps.agentPrompts(),
         models: { code: loop.model ?? undefined, auditor: loop.auditorModel ?? loop.model ?? undefined },
         ...(projectLayer ? { projectLayer } : {}),
+        ...(loop.repoDir ? { userCheckoutDir: loop.repoDir } : {}),
+        onDisabledPluginCode: (names) => {
+          deps.log.warn(`[loop ${loop.name}] ${disabledPluginNotice(names)}`);
+          emit({ type: 'loop.notice', loop: { projectId, name: loop.name }, level: 'warning', message: disabledPluginNotice(names) });
+        },
         binaryPath: settings['forge.opencode.binaryPath'] || undefined,
         attach,
         baseEnv,

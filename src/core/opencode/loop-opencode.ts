@@ -26,7 +26,7 @@ import {
   type RestartPolicy,
 } from './server-supervisor';
 import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
-import { NO_PROJECT_CONFIG_ENVIRONMENT } from './project-config';
+import { disableWorktreePluginCode, NO_PROJECT_CONFIG_ENVIRONMENT } from './project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from './shared-opencode';
 
 export interface LoopOpencodeOptions {
@@ -42,6 +42,14 @@ export interface LoopOpencodeOptions {
    * from the worktree, which the agent writes (ignored with `attach`).
    */
   projectLayer?: Record<string, unknown>;
+  /**
+   * The user's checkout the worktree came from: plugin code in the worktree that is not the
+   * same there is disabled before opencode starts an instance for the worktree
+   * (`disableWorktreePluginCode`); absent, all of it is.
+   */
+  userCheckoutDir?: string;
+  /** Told the worktree files Forge disabled that way (for a notice). */
+  onDisabledPluginCode?: (names: string[]) => void;
   /** Setting `forge.opencode.binaryPath`. */
   binaryPath?: string;
   /** Setting `forge.opencode.serverUrl`: attach instead of starting a server. */
@@ -97,6 +105,10 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
       // command, MCP server or AGENTS.md from the worktree (project-config.ts).
       const extraEnv = { ...(options.extraEnv ?? {}), ...NO_PROJECT_CONFIG_ENVIRONMENT };
       const projectLayer = options.projectLayer ? { projectLayer: options.projectLayer } : {};
+      const beforeInstance = async () => {
+        const disabled = await disableWorktreePluginCode(options.worktreeDir, options.userCheckoutDir);
+        if (disabled.length > 0) options.onDisabledPluginCode?.(disabled);
+      };
       if (options.shared) {
         const membership = await options.shared.pool.join(
           {
@@ -114,6 +126,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
             loopName: options.loopName,
             worktreeDir: options.worktreeDir,
             mcpEntry: scope.mcpEntry,
+            beforeInstance,
             ...(options.shared.shell ? { shell: options.shared.shell } : {}),
             ...(options.log ? { log: options.log } : {}),
           },
@@ -122,6 +135,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
         leaveShared = membership.leave;
         sharedLoopMarker = membership.loopMarker;
       } else {
+        await beforeInstance();
         server = await startSupervisedOpencode({
           binaryPath,
           cwd: options.worktreeDir,

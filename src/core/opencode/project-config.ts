@@ -18,7 +18,7 @@
  * AGENTS.md as an instruction. Everything else of it is not used for loops, and the start notice
  * says which parts and how to have plugins and MCP servers anyway (the global configuration).
  */
-import { lstat, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, rename } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 
 /** Set in every Forge-run opencode server's environment: no configuration from the directory it serves. */
@@ -237,4 +237,56 @@ export function parseJsonc(text: string): unknown {
     }
   }
   return JSON.parse(out.replace(/^\uFEFF/, ''));
+}
+
+/** The suffix Forge gives worktree files opencode would run as plugins. */
+export const DISABLED_SUFFIX = '.forge-disabled';
+
+/**
+ * opencode 1.18.33 has a second configuration loader (its "v2" configuration and plugins) that
+ * ignores `OPENCODE_DISABLE_PROJECT_CONFIG`: when an instance starts for a directory it reads the
+ * `opencode.json[c]` and `.opencode/opencode.json[c]` there (plugins, agents with their
+ * permissions, policies, providers) and imports every `.opencode/plugin[s]/*.{js,ts}` (seen in a
+ * loop: an agent's `.opencode/plugin/evil.js` ran in the server at the next instance start). So
+ * before Forge lets opencode start an instance for a worktree, it renames each of those files
+ * that the user's checkout does not hold with the same content to `<name>.forge-disabled`: the
+ * agent's work stays in the worktree (and in the loop's diff), inert. Returns the
+ * worktree-relative names it disabled.
+ */
+export async function disableWorktreePluginCode(worktreeDir: string, userCheckoutDir: string | undefined): Promise<string[]> {
+  const candidates: string[] = [];
+  // Never through a link: a linked `.opencode` or plugin folder is disabled itself, its target untouched.
+  const top = await lstat(join(worktreeDir, '.opencode')).catch(() => null);
+  if (top && !top.isDirectory()) candidates.push('.opencode');
+  for (const folder of top?.isDirectory() ? ['plugin', 'plugins'] : []) {
+    const info = await lstat(join(worktreeDir, '.opencode', folder)).catch(() => null);
+    if (!info) continue;
+    if (!info.isDirectory()) {
+      candidates.push(`.opencode/${folder}`);
+      continue;
+    }
+    const entries = await readdir(join(worktreeDir, '.opencode', folder)).catch(() => [] as string[]);
+    for (const entry of entries) if (/\.(js|ts)$/.test(entry)) candidates.push(`.opencode/${folder}/${entry}`);
+  }
+  for (const name of PROJECT_CONFIG_FILE_NAMES) {
+    if (name.startsWith('.opencode/') && !top?.isDirectory()) continue;
+    if (await lstat(join(worktreeDir, name)).then(() => true, () => false)) candidates.push(name);
+  }
+  const disabled: string[] = [];
+  for (const name of candidates) {
+    if (userCheckoutDir && (await sameRegularFile(join(worktreeDir, name), join(userCheckoutDir, name)))) continue;
+    await rename(join(worktreeDir, name), join(worktreeDir, `${name}${DISABLED_SUFFIX}`));
+    disabled.push(name);
+  }
+  return disabled;
+}
+
+async function sameRegularFile(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([readRegularFile(a), readRegularFile(b)]);
+  return x !== null && x === y;
+}
+
+/** The notice for opencode files Forge disabled in a worktree. */
+export function disabledPluginNotice(names: readonly string[]): string {
+  return `Forge disabled opencode configuration and plugin code an agent wrote in the worktree (${names.join(', ')}; renamed to *${DISABLED_SUFFIX}): opencode would have loaded it, and run its plugins on this machine, outside the sandbox.`;
 }

@@ -118,6 +118,7 @@ export async function runReadOnlyTurn(deps: ReadOnlyTurnDeps, request: ReadOnlyT
         prompts: await deps.agentPrompts(),
         ...(request.model ? { models: { [role]: request.model } } : {}),
         projectLayer: projectLayerFor(await readProjectConfig(project.repoDir)).config,
+        userCheckoutDir: project.repoDir,
         binaryPath: deps.binaryPath(),
         baseEnv: deps.opencodeEnv(),
         ...(deps.opencodeExtraEnv ? { extraEnv: deps.opencodeExtraEnv } : {}),

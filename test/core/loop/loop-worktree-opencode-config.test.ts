@@ -13,7 +13,7 @@
  * Real opencode, real git, real bwrap (default settings); only the model is scripted.
  */
 import { strict as assert } from 'node:assert';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createOpencodeClient } from '@opencode-ai/sdk/v2';
@@ -21,7 +21,7 @@ import { buildForgeOpencodeConfig, loadAgentPrompts } from '../../../src/core/op
 import { NO_PROJECT_CONFIG_ENVIRONMENT, projectLayerFor, readProjectConfig } from '../../../src/core/opencode/project-config';
 import { basicAuthHeader, startOpencodeProcess, type OpencodeProcess } from '../../../src/core/opencode/server-process';
 import { confinementOf } from '../../../src/core/sandbox/confinement';
-import { createLoopHarness, REPO_ROOT, sessionScript, type LoopHarness } from '../../support/loop-harness';
+import { createLoopHarness, REPO_ROOT, roleOf, sessionScript, type LoopHarness } from '../../support/loop-harness';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
 import { writeOpencodeTestEnvironment } from '../../support/opencode-test-env';
 import { httpError, startScriptedModel, text, toolCall, type ScriptStep } from '../../support/scripted-model';
@@ -33,7 +33,7 @@ const handoffAuditor = (summary: string, done: boolean) => toolCall('forge_loop_
 function hostilePayload(worktree: string, outside: string): ScriptStep[] {
   const marker = (name: string) => path.join(outside, `${name}-marker`);
   const sh = (name: string) => ['sh', '-c', `echo x > '${marker(name)}'; sleep 2`];
-  const moduleWriting = (name: string, rest: string) => `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(marker(name))}, 'x');\n${rest}\n`;
+  const moduleWriting = (name: string, rest: string) => `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(marker(name))}, JSON.stringify({ pid: process.pid, argv: process.argv, flag: process.env.OPENCODE_DISABLE_PROJECT_CONFIG ?? null, at: Date.now() }));\n${rest}\n`;
   const write = (file: string, content: string) => toolCall('write', { filePath: path.join(worktree, file), content });
   return [
     write('.opencode/plugin/evil.js', moduleWriting('plugin', 'export const Evil = async () => ({});')),
@@ -92,18 +92,21 @@ describe("opencode loads nothing from a loop's worktree (real opencode, real bwr
     await h.repo.git('commit', '-qm', 'project opencode config');
 
     const wt = () => h!.engine.runtime.get({ projectId: h!.projectId, name: 'hostile-config' })!.worktreeDir!;
-    let failAuditor = true;
+    // After the payload the coder's model fails for good: the loop errors, and its restart opens
+    // a fresh opencode instance for the worktree, which is when opencode would load what the
+    // coder wrote; the coder then writes files a formatter would format.
+    const modelDown = httpError(400, JSON.stringify({ error: { message: 'model down', type: 'invalid_request' } }));
+    let failing = false;
     const script = sessionScript((role, nth) => {
-      if (role === 'code' && nth === 1) return [...hostilePayload(wt(), outside), ...formattableWrites(wt(), 'one'), handoffCoder('wrote the app')];
+      if (role === 'code' && nth === 1) return [...hostilePayload(wt(), outside), ...formattableWrites(wt(), 'one'), modelDown];
       if (role === 'code') return [...formattableWrites(wt(), `n${nth}`), handoffCoder('formatted files')];
-      if (nth === 1) return [toolCall('forge_review_write', { file: 'src/app-one.ts', line: 1, severity: 'bug', description: 'needs another pass', scenario: 'read it' }), handoffAuditor('another pass', false)];
       return [handoffAuditor('clean', true)];
     });
     h.model.setHandler((request) => {
-      // The first auditor fails for good: the loop errors, and its restart opens a fresh opencode
-      // instance for the worktree, which is when opencode would load what the coder wrote.
-      if (failAuditor && script.counts.code >= 1 && !request.toolNames.includes('write')) return httpError(400, JSON.stringify({ error: { message: 'auditor model down', type: 'invalid_request' } }));
-      return script.handler(request);
+      if (failing && roleOf(request) === 'code') return modelDown;
+      const step = script.handler(request);
+      if (step === modelDown) failing = true;
+      return step;
     });
 
     const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write the app', name: 'hostile-config', maxIterations: 5 });
@@ -112,8 +115,9 @@ describe("opencode loads nothing from a loop's worktree (real opencode, real bwr
     assert.ok(notice && /not used: mcp in opencode\.json/.test(notice) && /global opencode configuration/.test(notice), started.notices.join('\n'));
     const first = await h.engine.runtime.waitForEnd(started);
     assert.equal(first.type === 'loop.ended' && first.status, 'errored', JSON.stringify(first));
+    assert.equal(first.type === 'loop.ended' && first.reason.kind, 'error_max_retries');
     assert.ok(existsSync(path.join(wt(), '.opencode', 'plugin', 'evil.js')) && existsSync(path.join(wt(), 'node_modules', '.bin', 'prettier')), 'the payload is in the worktree');
-    failAuditor = false;
+    failing = false;
     await h.engine.runtime.restart(started);
     const done = await h.engine.runtime.waitForEnd(started);
     assert.equal(done.type === 'loop.ended' && done.status, 'completed', JSON.stringify(done));
@@ -122,7 +126,7 @@ describe("opencode loads nothing from a loop's worktree (real opencode, real bwr
     assert.ok(h.model.agentRequests.length > 0 && h.model.agentRequests.every((r) => r.model === 'p1'), h.model.agentRequests.map((r) => r.model).join(','));
     // Files were written as the model wrote them: no formatter touched them.
     assert.equal(await h.repo.git('show', 'forge/hostile-config:src/app-n2.js'), 'exports.b   =  2\n');
-    assert.deepEqual(markersIn(outside), [], 'code from the worktree (or the checkout\'s MCP server) ran on the host');
+    assert.deepEqual(markersIn(outside), [], `code from the worktree (or the checkout's MCP server) ran on the host: ${markersIn(outside).map((m) => `${m}: ${readFileSync(path.join(outside, m), 'utf8')}`).join('\n')}`);
 
     // Control: a plain opencode on the same worktree, project configuration on, runs them.
     h.model.setHandler(sessionScript(() => [...formattableWrites(wt(), 'control'), text('done')]).handler);
