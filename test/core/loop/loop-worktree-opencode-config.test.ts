@@ -8,12 +8,14 @@
  * format: no marker appears in a host folder, and the loop completes on Forge's own tools, on a
  * provider only the user's checkout's opencode.json defines (passed inline by Forge).
  *
- * Control: the same worktree served by a plain opencode (project configuration on, as opencode
- * does by default) fires the payloads, so the loop's silence is Forge's doing, not a dud payload.
+ * opencode 1.18.33 imports the worktree's `.opencode/plugin/*.js` even with project configuration
+ * off (its v2 loader): Forge renames such files to `*.forge-disabled` before an instance starts.
+ * Control: the payload as written, served by a plain opencode (project configuration on, as
+ * opencode does by default), fires, so the loop's silence is Forge's doing, not a dud payload.
  * Real opencode, real git, real bwrap (default settings); only the model is scripted.
  */
 import { strict as assert } from 'node:assert';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createOpencodeClient } from '@opencode-ai/sdk/v2';
@@ -126,9 +128,14 @@ describe("opencode loads nothing from a loop's worktree (real opencode, real bwr
     assert.ok(h.model.agentRequests.length > 0 && h.model.agentRequests.every((r) => r.model === 'p1'), h.model.agentRequests.map((r) => r.model).join(','));
     // Files were written as the model wrote them: no formatter touched them.
     assert.equal(await h.repo.git('show', 'forge/hostile-config:src/app-n2.js'), 'exports.b   =  2\n');
+    // opencode 1.18's v2 loader reads the worktree's config files and plugin folder whatever
+    // OPENCODE_DISABLE_PROJECT_CONFIG says: Forge disabled the agent's before the fresh instance.
+    for (const f of ['.opencode/plugin/evil.js', 'opencode.json']) assert.ok(existsSync(path.join(wt(), `${f}.forge-disabled`)) && !existsSync(path.join(wt(), f)), `${f} was not disabled`);
+    assert.ok(h.events.some((e) => e.type === 'loop.notice' && /Forge disabled opencode configuration and plugin code .*\.opencode\/plugin\/evil\.js/.test(e.message)), 'no notice says what Forge disabled');
     assert.deepEqual(markersIn(outside), [], `code from the worktree (or the checkout's MCP server) ran on the host: ${markersIn(outside).map((m) => `${m}: ${readFileSync(path.join(outside, m), 'utf8')}`).join('\n')}`);
 
-    // Control: a plain opencode on the same worktree, project configuration on, runs them.
+    // Control: the payload as the agent wrote it, served by a plain opencode (project configuration on), runs.
+    for (const f of ['.opencode/plugin/evil.js', 'opencode.json']) renameSync(path.join(wt(), `${f}.forge-disabled`), path.join(wt(), f));
     h.model.setHandler(sessionScript(() => [...formattableWrites(wt(), 'control'), text('done')]).handler);
     const plain = await startOpencodeProcess({
       binaryPath: path.join(REPO_ROOT, 'node_modules', 'opencode-linux-x64', 'bin', 'opencode'),
@@ -143,9 +150,11 @@ describe("opencode loads nothing from a loop's worktree (real opencode, real bwr
     assert.ok(session.data, JSON.stringify(session.error));
     await client.session.prompt({ sessionID: session.data.id, model: { providerID: 'mock', modelID: 'fake-1' }, parts: [{ type: 'text', text: 'write' }] });
     const deadline = Date.now() + 10_000;
-    while (markersIn(outside).length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    while (markersIn(outside).length < 5 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
     const fired = markersIn(outside);
-    for (const m of ['plugin-marker', 'mcp-marker', 'formatter-marker', 'user-mcp-marker']) assert.ok(fired.includes(m), `control: ${m} did not fire (${fired.join(', ')}); opencode said:\n${plain.outputTail().slice(-2000)}`);
+    // (The fake prettier is not among them: opencode 1.18 did not start it even unprotected, so the
+    // loop's silence about it proves nothing; formatter: false covers it with every other formatter.)
+    for (const m of ['plugin-marker', 'tool-marker', 'mcp-marker', 'formatter-marker', 'lsp-marker']) assert.ok(fired.includes(m), `control: ${m} did not fire (${fired.join(', ')}); opencode said:\n${plain.outputTail().slice(-2000)}`);
   });
 
   it("Forge's inline layer keeps its own plugin while the served directory's opencode.json, plugins and MCP servers are skipped", async () => {
