@@ -17,7 +17,7 @@ import { addRemoteMcpServer, createSdkAgentClient } from './sdk-agent-client';
 import type { PermissionRule } from './agent-client';
 import { realPathThroughLinks } from '../fs/real-path';
 import { buildLoopPermissionRuleset, type LoopPermissionOptions, type SessionRole } from './permissions';
-import { opencodeOwnDirectories, resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
+import { opencodeOwnDirectories, resolveOpencodeBinary, startOpencodeProcess, type OpencodeEndpoint } from './server-process';
 import {
   attachOpencodeServer,
   startSupervisedOpencode,
@@ -135,8 +135,12 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
         leaveShared = membership.leave;
         sharedLoopMarker = membership.loopMarker;
       } else {
-        await beforeInstance();
         server = await startSupervisedOpencode({
+          // Every start (the first, each restart) loads the worktree's instance: guard it first.
+          start: async (processOptions) => {
+            await beforeInstance();
+            return startOpencodeProcess(processOptions);
+          },
           binaryPath,
           cwd: options.worktreeDir,
           baseEnv: options.baseEnv,
