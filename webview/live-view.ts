@@ -4,6 +4,7 @@
 // sessions); rendered at most once per animation frame, touching only the parts that changed.
 // Its DOM node lives across the dashboard's re-renders, so scroll and follow survive them.
 import { LivePartBuffer, DEFAULT_LIVE_LIMITS, type LivePart } from '../src/core/live/live-parts';
+import { inertText } from '../src/core/text/inert-text';
 import type { LiveBatch, LiveProbe, LiveSessionView, LoopDetail, LoopKey, WebviewToHost } from '../src/vscode/dashboard/protocol';
 
 /** Sessions whose parts the webview keeps (the shown one is never dropped). */
@@ -14,10 +15,11 @@ const PHASE_LABEL: Record<string, string> = { coding: 'coding', auditing: 'audit
 
 const sameLoop = (a: LoopKey | null, b: LoopKey | null) => !!a && !!b && a.projectId === b.projectId && a.name === b.name;
 
+/** An element with inert text: the agent's words, tool arguments and results are model text. */
 function el(tag: string, className?: string, text?: string): HTMLElement {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined) node.textContent = inertText(text);
   return node;
 }
 
@@ -213,7 +215,7 @@ export class LiveView {
     this.frameRequested = false;
     this.stats.frames += 1;
     const { state, text } = this.availability();
-    if (this.message.textContent !== text) this.message.textContent = text;
+    if (this.message.textContent !== inertText(text)) this.message.textContent = inertText(text);
     const liveShown = state === 'live';
     this.controls.hidden = !liveShown;
     this.sessionList.hidden = !liveShown;
@@ -221,7 +223,7 @@ export class LiveView {
     const stick = this.follow && this.atBottom;
     if (this.rebuild) this.renderSessions();
     const buffer = this.shown ? this.buffers.get(this.shown) : undefined;
-    this.note.textContent = this.shown ? (this.notes.get(this.shown) ?? (buffer && buffer.dropped > 0 ? `${buffer.dropped} older part${buffer.dropped === 1 ? '' : 's'} not kept here: "Load the whole session from opencode" reads them.` : '')) : '';
+    this.note.textContent = inertText(this.shown ? (this.notes.get(this.shown) ?? (buffer && buffer.dropped > 0 ? `${buffer.dropped} older part${buffer.dropped === 1 ? '' : 's'} not kept here: "Load the whole session from opencode" reads them.` : '')) : '');
     if (this.rebuild) {
       this.rows.clear();
       this.partList.replaceChildren();
@@ -265,7 +267,7 @@ export class LiveView {
         const li = el('li', `live-session${s.sessionId === this.shown ? ' shown' : ''}${sub ? ' subagent' : ''}`);
         li.tabIndex = 0;
         li.setAttribute('data-session', s.sessionId);
-        li.textContent = `${sub ? '↳ subagent · ' : ''}${PHASE_LABEL[s.phase] ?? s.phase} · iteration ${s.iteration} · ${s.sessionId}${s.sessionId === current && this.running ? ' (current)' : ''}`;
+        li.textContent = inertText(`${sub ? '↳ subagent · ' : ''}${PHASE_LABEL[s.phase] ?? s.phase} · iteration ${s.iteration} · ${s.sessionId}${s.sessionId === current && this.running ? ' (current)' : ''}`);
         const choose = () => {
           this.follow = false;
           this.followBox.checked = false;

@@ -405,6 +405,7 @@ function probe(): RenderProbe {
     currentNode: diagram?.querySelector('.node.current')?.getAttribute('data-node') ?? null,
     findingRows: app.querySelectorAll('tr.finding').length,
     findingFiles: Array.from(app.querySelectorAll('a.file-link')).map((a) => a.getAttribute('data-file') ?? ''),
+    findingTexts: Array.from(app.querySelectorAll('tr.finding')).map((r) => r.children[2]?.textContent ?? ''),
     sectionRows: app.querySelectorAll('li.section').length,
     amendedSections: app.querySelectorAll('li.section .amended-badge').length,
     amendments: app.querySelectorAll('div.amendment').length,

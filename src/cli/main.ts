@@ -26,6 +26,7 @@ import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { GroupError } from '../core/groups/group-types';
 import { readInputFile } from './read-input';
+import { inertText } from '../core/text/inert-text';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -43,10 +44,16 @@ function outputClosed(stream: NodeJS.WriteStream): void {
     err('forge: standard output was closed; what follows is dropped. A running loop goes on to its end (the exit code tells how it ended; Ctrl-C cancels it).');
   }
 }
+/**
+ * Every line the CLI prints passes here, and leaves inert: findings, plan titles, transcripts and
+ * log lines carry model text, so escape sequences and control characters are shown as `\uXXXX`
+ * rather than acted on by the terminal. A `--json` line stays the same JSON value (the escape is
+ * JSON's own).
+ */
 function writeLine(stream: NodeJS.WriteStream, line: string): void {
   if (closedOutputs.has(stream)) return;
   try {
-    stream.write(line + '\n');
+    stream.write(inertText(line) + '\n');
   } catch {
     outputClosed(stream);
   }

@@ -5,6 +5,7 @@
 import * as path from 'node:path';
 import type { ReviewFindingRow } from '../core/storage/repositories/review-findings-repository';
 import { isLoopLevelFindingPath } from './loop-tree-model';
+import { inertText } from '../core/text/inert-text';
 
 export type DiagnosticFinding = Pick<
   ReviewFindingRow,
@@ -44,7 +45,7 @@ export function findingIdFromCode(code: string | number | { value: string | numb
 export function diagnosticMessage(f: Pick<DiagnosticFinding, 'description' | 'loopName' | 'recurrenceCount' | 'sectionIndex'>): string {
   const where = f.sectionIndex === null ? '' : `, section ${f.sectionIndex + 1}`;
   const recurring = f.recurrenceCount >= 3 ? ` (recurring: ${f.recurrenceCount} times)` : '';
-  return `${f.description} [loop ${f.loopName}${where}]${recurring}`;
+  return inertText(`${f.description} [loop ${f.loopName}${where}]${recurring}`);
 }
 
 /** Diagnostics of one loop's open findings, on files under its worktree. */
@@ -79,7 +80,7 @@ export function buildLoopDiagnostics(worktreeDir: string, findings: readonly Dia
       line: f.line > 0 ? f.line - 1 : 0,
       severity: f.severity === 'bug' ? 'error' : 'warning',
       message: diagnosticMessage(f),
-      scenario: f.scenario && f.scenario.trim() !== '' ? f.scenario : null,
+      scenario: f.scenario && f.scenario.trim() !== '' ? inertText(f.scenario) : null,
       code: FINDING_CODE_PREFIX + f.id,
     });
   }
@@ -102,7 +103,7 @@ export function parseFindingDocumentPath(documentPath: string): { projectId: str
   return Number.isSafeInteger(findingId) && findingId > 0 ? { projectId: match[1]!, findingId } : undefined;
 }
 
-/** The finding in full, as markdown: what the auditor reported and where it stands now. */
+/** The finding in full, as markdown: what the auditor reported and where it stands now (inert: model text). */
 export function findingDocumentText(
   f: Pick<ReviewFindingRow, 'id' | 'loopName' | 'file' | 'line' | 'severity' | 'description' | 'scenario' | 'status' | 'recurrenceCount' | 'sectionIndex'>,
 ): string {
@@ -114,7 +115,7 @@ export function findingDocumentText(
     ...(f.recurrenceCount > 1 ? [`- Reported ${f.recurrenceCount} times by the auditor`] : []),
   ];
   const scenario = f.scenario && f.scenario.trim() !== '' ? f.scenario : null;
-  return [
+  const lines = [
     `# Finding ${f.id}: ${f.severity}`,
     '',
     ...facts,
@@ -124,7 +125,8 @@ export function findingDocumentText(
     f.description,
     '',
     ...(scenario ? ['## Scenario', '', scenario, ''] : []),
-  ].join('\n');
+  ];
+  return inertText(lines.join('\n'));
 }
 
 /** What the finding document says when the finding is no longer in the database. */

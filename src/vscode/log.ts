@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { inertText } from '../core/text/inert-text';
 
 /** A component's view of Forge's one log channel: every line carries the component's tag. */
 export interface ForgeLog {
@@ -13,9 +14,12 @@ export interface ForgeLog {
 
 export type LogSink = Pick<vscode.LogOutputChannel, 'trace' | 'debug' | 'info' | 'warn' | 'error'>;
 
-/** Tags lines as `[component] message` so the one channel stays readable when filtered. */
+/**
+ * Tags lines as `[component] message` so the one channel stays readable when filtered. Lines
+ * carry model text (findings, agent errors): control and escape characters are shown escaped.
+ */
 export function createForgeLog(sink: LogSink, component = 'forge'): ForgeLog {
-  const tag = (message: string) => `[${component}] ${message}`;
+  const tag = (message: string) => inertText(`[${component}] ${message}`);
   return {
     trace: (m) => sink.trace(tag(m)),
     debug: (m) => sink.debug(tag(m)),

@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { buildLoopDetails, loopNodeTooltip, type LoopDetailNode, type LoopTreeNode, type TreeIconSpec } from './loop-tree-model';
 import type { LoopsModel } from './loops-model';
+import { inertLine, inertText } from '../core/text/inert-text';
 
 export const LOOP_EXPLORER_VIEW_ID = 'forge.loopExplorer';
 
@@ -9,6 +10,7 @@ export function themeIcon(spec: TreeIconSpec | undefined): vscode.ThemeIcon | un
   return spec.color ? new vscode.ThemeIcon(spec.id, new vscode.ThemeColor(spec.color)) : new vscode.ThemeIcon(spec.id);
 }
 
+/** A node as VS Code's tree item; labels, descriptions and tooltips quote model text (plan titles, findings), shown inert. */
 export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
   const collapsible =
     node.kind === 'group' || node.kind === 'featureGroup'
@@ -16,10 +18,10 @@ export function toTreeItem(node: LoopTreeNode): vscode.TreeItem {
       : node.kind === 'loop' || (node.kind === 'detail' && node.sectionsOf)
         ? vscode.TreeItemCollapsibleState.Collapsed
         : vscode.TreeItemCollapsibleState.None;
-  const item = new vscode.TreeItem(node.label, collapsible);
+  const item = new vscode.TreeItem(inertLine(node.label), collapsible);
   item.id = node.id;
-  if (node.description !== undefined) item.description = node.description;
-  if (node.tooltip !== undefined) item.tooltip = node.tooltip;
+  if (node.description !== undefined) item.description = inertLine(node.description);
+  if (node.tooltip !== undefined) item.tooltip = inertText(node.tooltip);
   const icon = themeIcon(node.icon);
   if (icon) item.iconPath = icon;
   if (node.contextValue) item.contextValue = node.contextValue;
@@ -59,7 +61,7 @@ export class LoopExplorer implements vscode.TreeDataProvider<LoopTreeNode>, vsco
 
   /** Hover text is built only for the item the user hovers. */
   resolveTreeItem(item: vscode.TreeItem, node: LoopTreeNode): vscode.TreeItem {
-    if (node.kind === 'loop') item.tooltip = loopNodeTooltip(node);
+    if (node.kind === 'loop') item.tooltip = inertText(loopNodeTooltip(node));
     return item;
   }
 

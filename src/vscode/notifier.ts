@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import { errorMessage, type ForgeLog } from './log';
+import { inertText } from '../core/text/inert-text';
 
 export type NotificationLevel = 'info' | 'warning' | 'error';
 
@@ -12,7 +13,8 @@ export interface RecordedNotification {
 /**
  * Every message Forge shows the user goes through here: errors are logged and offer
  * "Show Log"; the last messages are kept so the extension's API (and its tests) can
- * tell what the user was told.
+ * tell what the user was told. A message may quote model text: it is shown inert (control and
+ * escape characters as `\uXXXX`).
  */
 export interface Notifier {
   info(message: string, ...actions: string[]): Thenable<string | undefined>;
@@ -31,18 +33,20 @@ export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
     if (recent.length > KEEP) recent.shift();
   };
   return {
-    info(message, ...actions) {
+    info(raw, ...actions) {
+      const message = inertText(raw);
       record('info', message);
       log.info(message);
       return vscode.window.showInformationMessage(message, ...actions);
     },
-    warn(message, ...actions) {
+    warn(raw, ...actions) {
+      const message = inertText(raw);
       record('warning', message);
       log.warn(message);
       return vscode.window.showWarningMessage(message, ...actions);
     },
     error(what, error) {
-      const message = vscode.l10n.t('{0}: {1}', what, errorMessage(error));
+      const message = inertText(vscode.l10n.t('{0}: {1}', what, errorMessage(error)));
       record('error', message);
       log.error(error instanceof Error && error.stack ? `${what}: ${error.stack}` : message);
       const showLogAction = vscode.l10n.t('Show Log');

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { looksLikePlanFile, validatePlan, type PlanProblem } from '../core/loop/plan-validation';
 import type { ForgeLog } from './log';
+import { inertText } from '../core/text/inert-text';
 
 export const PLAN_DIAGNOSTIC_SOURCE = 'Forge plan';
 const MARKDOWN: vscode.DocumentSelector = [
@@ -112,7 +113,8 @@ function toDiagnostic(document: vscode.TextDocument, problem: PlanProblem): vsco
   const range = document.lineAt(line).range;
   const diagnostic = new vscode.Diagnostic(
     range,
-    problem.message,
+    // A message may quote the plan, which an architect model may have drafted.
+    inertText(problem.message),
     problem.severity === 'error' ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning,
   );
   diagnostic.source = PLAN_DIAGNOSTIC_SOURCE;

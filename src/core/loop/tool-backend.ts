@@ -26,6 +26,7 @@ import {
   type SectionPlanRow,
 } from '../storage/repositories';
 import { MAX_SECTIONS, parsePlan } from './plan';
+import { hasActiveCharacter, inertLine } from '../text/inert-text';
 import type { Role } from './state';
 import type { LoopJobRegistry } from '../jobs/job-registry';
 import { JobRequestError, type LoopJobs } from '../jobs/loop-jobs';
@@ -73,12 +74,19 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
   function findingPath(loop: LoopRow, file: string): string {
     const trimmed = file.trim();
     if ((FINDING_PSEUDO_PATHS as readonly string[]).includes(trimmed)) return trimmed;
+    // A file name is shown on every surface (terminal, Problems view, dashboard): refuse one
+    // carrying control or bidi characters rather than store a name no file has.
+    if (hasActiveCharacter(trimmed)) {
+      throw new ForgeToolError(
+        `The file "${inertLine(trimmed)}" contains control, escape or bidi characters (shown here as \\uXXXX), which no file of the worktree should have. Give the plain path of the file relative to the worktree; put anything else in the description.`,
+      );
+    }
     const worktree = resolve(worktreeOf(loop));
     const absolute = isAbsolute(trimmed) ? resolve(trimmed) : resolve(worktree, trimmed);
     const rel = relative(worktree, absolute);
     if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
       throw new ForgeToolError(
-        `"${file}" is not a file inside the loop's worktree (${worktree}). Give a path relative to the worktree, or GOAL / PLAN for a finding about the goal or plan itself.`,
+        `"${inertLine(file)}" is not a file inside the loop's worktree (${worktree}). Give a path relative to the worktree, or GOAL / PLAN for a finding about the goal or plan itself.`,
       );
     }
     return rel.split(sep).join('/');

@@ -2,6 +2,7 @@
 // for its dashboard and its diff. Pure (no I/O): the participant streams what this returns.
 import * as vscode from 'vscode';
 import { phaseLabel, type LoopSummary } from '../loop-tree-model';
+import { inertText } from '../../core/text/inert-text';
 
 export interface ChatButton {
   readonly command: string;
@@ -14,8 +15,8 @@ export interface ChatStatusAnswer {
   readonly buttons: readonly ChatButton[];
 }
 
-/** Markdown special characters of a loop name or a message, escaped so they show as written. */
-export const escapeMarkdown = (text: string): string => text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
+/** Markdown special characters of a loop name or a message, escaped so they show as written (control characters as `\uXXXX`). */
+export const escapeMarkdown = (text: string): string => inertText(text).replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
 
 const isLive = (status: string) => status === 'running' || status === 'starting';
 

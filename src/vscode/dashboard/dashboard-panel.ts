@@ -7,6 +7,7 @@ import type { LoopsModel } from '../loops-model';
 import { buildDashboardState } from './dashboard-model';
 import { LiveViewBridge } from './live-bridge';
 import type { DashboardState, DashboardViewState, GroupKey, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
+import { inertLine } from '../../core/text/inert-text';
 
 export const DASHBOARD_VIEW_TYPE = 'forge.dashboard';
 
@@ -256,7 +257,9 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
     const row = engine.repos.loops.get(loop.projectId, loop.name);
     if (!row?.worktreeDir) throw new Error(vscode.l10n.t('Loop "{0}" has no worktree to open {1} in.', loop.name, file));
     const target = path.join(row.worktreeDir, file);
-    if (!target.startsWith(row.worktreeDir)) throw new Error(vscode.l10n.t('{0} is outside the loop\'s worktree.', file));
+    // A sibling folder shares the worktree's name as a prefix (`…/loop` and `…/loop2`): compare by relative path.
+    const inside = path.relative(row.worktreeDir, target);
+    if (inside === '' || inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside)) throw new Error(vscode.l10n.t('{0} is outside the loop\'s worktree.', inertLine(file)));
     const position = new vscode.Position(Math.max(0, line - 1), 0);
     await vscode.window.showTextDocument(vscode.Uri.file(target), { selection: new vscode.Range(position, position), viewColumn: vscode.ViewColumn.Beside });
   }

@@ -312,6 +312,8 @@ export interface RenderProbe {
   readonly currentNode: string | null;
   readonly findingRows: number;
   readonly findingFiles: readonly string[];
+  /** Each finding row's text as shown (description, scenario), in row order. */
+  readonly findingTexts: readonly string[];
   readonly sectionRows: number;
   /** Sections shown with the "amended" badge. */
   readonly amendedSections: number;

@@ -74,6 +74,18 @@ describe('loop tool backend (real sql.js database)', () => {
     );
   });
 
+  it('refuses a file name with NUL, escape, control or bidi characters, saying why; a description keeps them as written', async () => {
+    for (const file of ['a\u0000.ts', 'a.ts\u001b[2J', 'x\u001b]0;title\u0007.ts', 'src/\u202etxt.exe', 'a\nb.ts', '\u009b31m.ts']) {
+      await assert.rejects(
+        backend.reviewWrite(auditor, { file, line: 1, severity: 'bug', description: 'x' }),
+        (e: unknown) => e instanceof ForgeToolError && /contains control, escape or bidi characters \(shown here as \\uXXXX\)/.test(e.message) && !/[\u0000-\u001f\u009b\u202e]/.test(e.message),
+      );
+    }
+    const description = 'clears the screen: \u001b[2J, sets the title: \u001b]0;t\u0007, NUL: \u0000 end';
+    await backend.reviewWrite(auditor, { file: 'a.ts', line: 1, severity: 'warning', description });
+    assert.deepEqual(repos.reviewFindings.listByLoop(PROJECT, 'demo').map((f) => [f.file, f.description]), [['a.ts', description]]);
+  });
+
   it('lists open findings (optionally per file) and resolves them without deleting', async () => {
     await backend.reviewWrite(auditor, { file: 'a.ts', line: 1, severity: 'warning', description: 'w', scenario: 'call it twice' });
     await backend.reviewWrite(auditor, { file: 'b.ts', line: 2, severity: 'bug', description: 'b' });

@@ -15,6 +15,10 @@ import {
 } from '../../../src/vscode/findings-diagnostics-model';
 import { buildLoopDetails, buildLoopTooltip, buildLoopTree, buildSectionNodes, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { sandboxItemView } from '../../../src/vscode/status-bar';
+import { toTreeItem } from '../../../src/vscode/loop-explorer';
+import { escapeMarkdown } from '../../../src/vscode/chat/chat-status';
+import { createForgeLog, type LogSink } from '../../../src/vscode/log';
+import { createNotifier } from '../../../src/vscode/notifier';
 
 function summary(name: string, status: LoopSummary['loop']['status'], extra: Partial<LoopSummary> & { updatedAt?: number } = {}): LoopSummary {
   return {
@@ -160,6 +164,43 @@ describe('findings diagnostics model', () => {
     const plain = findingDocumentText({ ...finding({ id: 8, line: 0, file: 'GOAL', severity: 'warning' }), sectionIndex: null });
     assert.match(plain, /^# Finding 8: warning\n\n- Loop: l\n- Where: GOAL\n- Status: open\n\n## Description/);
     assert.doesNotMatch(plain, /Scenario|Reported/);
+  });
+});
+
+describe('model text is inert on every VS Code surface', () => {
+  // Clear screen, window title, NUL, 8-bit CSI, a right-to-left override and a lone CR.
+  const hostile = 'Leaks \u001b[2J\u001b]0;pwned\u0007 NUL\u0000 \u009b31m \u202eexe.ts\rFAKE';
+  const shown = 'Leaks \\u001b[2J\\u001b]0;pwned\\u0007 NUL\\u0000 \\u009b31m \\u202eexe.ts\\u000dFAKE';
+  const active = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+  it('diagnostics, the finding document, Loop Explorer items, chat, the log and notifications show escapes, never the sequences', () => {
+    const { byFile } = buildLoopDiagnostics('/wt/loop', [finding({ id: 1, description: hostile, scenario: hostile })]);
+    const spec = byFile.get('/wt/loop/src/a.ts')![0]!;
+    assert.ok(spec.message.startsWith(shown) && spec.scenario === shown, spec.message);
+    const document = findingDocumentText({ ...finding({ id: 1, description: hostile, scenario: hostile }), recurrenceCount: 1, sectionIndex: null });
+    assert.doesNotMatch(document, active);
+    assert.ok(document.includes(`\n${shown}\n`));
+
+    const node = buildLoopTree([summary('g', 'running', { pseudoFindings: [{ id: 9, file: 'PLAN', severity: 'warning', description: hostile }] })])[0]!.loops[0]!;
+    const items = [toTreeItem(node), ...buildLoopDetails(node).map(toTreeItem)];
+    for (const item of items) {
+      for (const text of [item.label, item.description, item.tooltip]) assert.doesNotMatch(String(text ?? ''), active, String(text));
+    }
+    const planItem = items.find((i) => i.label === 'PLAN')!;
+    assert.equal(planItem.description, shown);
+
+    assert.equal(escapeMarkdown('a\u001b[2J'), 'a\\\\u001b\\[2J');
+
+    const lines: string[] = [];
+    const sink: LogSink = { trace: (m) => lines.push(m), debug: (m) => lines.push(m), info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(String(m)) };
+    const log = createForgeLog(sink, 'test');
+    log.info(hostile);
+    log.error(new Error(hostile));
+    const notifier = createNotifier(log, () => {});
+    void notifier.warn(`Forge: ${hostile}`);
+    assert.equal(notifier.recent()[0]!.message, `Forge: ${shown}`);
+    assert.equal(lines[0], `[test] ${shown}`);
+    for (const line of lines) assert.doesNotMatch(line, active, line);
   });
 });
 

@@ -175,14 +175,25 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     assert.equal(base.getText(), readFileSync(join(harnessInfo().workspaceFolder, 'README.md'), 'utf8'));
   });
 
-  it('Dismiss Finding (code action) records the dismissal, keeps the finding and removes its diagnostic', async () => {
+  it('Dismiss Finding (code action) records the dismissal, keeps the finding and removes its diagnostic; its hostile text shows inert', async () => {
     const api = await forgeApi();
     const engine = api.engine()!;
-    // An auditor's late warning on the completed loop's worktree.
-    const recorded = engine.repos.reviewFindings.record(projectId, { loopName, file: 'README.md', line: 1, severity: 'warning', description: 'The README does not mention hello.js.' });
+    // An auditor's late warning on the completed loop's worktree, with escape sequences (clear screen, window title, NUL).
+    const description = 'The README does not mention hello.js.\u001b[2J\u001b]0;pwned\u0007\u0000';
+    const shown = 'The README does not mention hello.js.\\u001b[2J\\u001b]0;pwned\\u0007\\u0000';
+    const recorded = engine.repos.reviewFindings.record(projectId, { loopName, file: 'README.md', line: 1, severity: 'warning', description });
     const file = vscode.Uri.file(join(worktreeDir, 'README.md'));
     const diagnostic = await waitFor('the warning as a diagnostic', () => vscode.languages.getDiagnostics(file).find((d) => d.source === 'Forge'), 60_000);
     assert.equal(diagnostic.severity, vscode.DiagnosticSeverity.Warning);
+    assert.ok(diagnostic.message.startsWith(shown), diagnostic.message);
+    // The dashboard on the loop shows the same text, escaped (the diff editor covered it: bring it back).
+    await vscode.commands.executeCommand('forge.openDashboard', { projectId, name: loopName });
+    const texts = await waitFor('the dashboard to show the warning', async () => {
+      const t = (await api.dashboard().probe()).findingTexts;
+      return t.some((x) => x.includes('does not mention')) ? t : undefined;
+    }, 60_000, 500);
+    assert.ok(texts.some((x) => x.includes(shown)), texts.join(' | '));
+    assert.ok(texts.every((x) => !/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/.test(x)), JSON.stringify(texts));
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(file), { preview: false });
     const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', file, diagnostic.range);
     const dismiss = actions.find((a) => a.title === `Forge: Dismiss finding ${recorded.id}`);
