@@ -140,8 +140,7 @@ export function createWorktreeGitDirs(options: WorktreeGitDirsOptions = {}): Wor
   async function register(worktreeDirInput: string, commonDirInput: string): Promise<HardenedGitTarget> {
     const worktreeDir = await canonical(worktreeDirInput);
     const commonDir = await canonical(commonDirInput);
-    const existing = targets.get(worktreeDir);
-    if (existing && (await existing.catch(() => null))?.gitDir.startsWith(commonDir + path.sep)) return existing;
+    // Looked up again each time (a restart, a recreated worktree): the registration may be gone.
     targets.delete(worktreeDir);
     return remember(worktreeDir, async () => {
       const gitDir = await findGitDir(worktreeDir, commonDir);
@@ -243,6 +242,12 @@ export function createWorktreeGitDirs(options: WorktreeGitDirsOptions = {}): Wor
     const target = await expectedGitDir(worktreeDir);
     const problems = await gitFileProblems(worktreeDir, target);
     if (problems.length > 0) {
+      // Only a git dir that still belongs to this worktree is written back into its .git file.
+      const back = await readSmall(path.join(target.gitDir, 'gitdir'));
+      if (back === null || path.resolve(target.gitDir, back.trim()) !== path.join(worktreeDir, '.git')) {
+        targets.delete(worktreeDir);
+        throw new WorkspaceError('worktree_mismatch', `Forge will not run git in ${worktreeDir}: ${problems[0]!.detail}, and its git dir ${target.gitDir} no longer belongs to it. Remove the worktree; Forge recreates it from its branch.`);
+      }
       const file = path.join(worktreeDir, '.git');
       const st = await lstat(file).catch(() => null);
       if (st && !st.isFile()) await rm(file, { recursive: true, force: true });

@@ -322,7 +322,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       await gitDirs.register(worktreeDir, commonDir).catch((error: unknown) => {
         throw new WorkspaceError(
           'worktree_mismatch',
-          `${worktreeDir} exists but is not a working git worktree of ${loop.repoDir}. If the repository was moved, run "git worktree repair ${worktreeDir}" in it; otherwise move the folder away (Forge then recreates the worktree from ${branch}) and restart the loop.`,
+          `${worktreeDir} exists but is not a working git worktree of ${loop.repoDir} (none, or one of another repository). If the repository was moved, run "git worktree repair ${worktreeDir}" in it; otherwise move the folder away (Forge then recreates the worktree from ${branch}) and restart the loop.`,
           { cause: error },
         );
       });
@@ -444,7 +444,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
       throw new WorkspaceError(
         'commit_failed',
-        `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. If a commit hook rejected it, fix what it reports; the changes stay staged in the worktree.`,
+        `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. The changes stay staged in the worktree.`,
       );
     }
     // git's summary line, "[branch <sha>] subject", carries the full sha with core.abbrev=40.
