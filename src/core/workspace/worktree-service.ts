@@ -465,14 +465,15 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     for (let round = 0; round < 8; round++) {
       const gitlinks: string[] = [];
       for (const line of listed.split('\n')) {
-        const rel = /^add '(.*)'$/.exec(line)?.[1];
-        if (rel === undefined) continue;
+        // git lists a repository it staged as a gitlink with a trailing slash: `add 'sub/'`.
+        const rel = /^add '(.*)'$/.exec(line)?.[1]?.replace(/\/+$/, '');
+        if (rel === undefined || rel === '') continue;
         const st = await lstat(path.join(worktreeDir, rel)).catch(() => null);
         if (st?.isDirectory()) gitlinks.push(rel);
       }
       if (gitlinks.length === 0) return all;
       for (const rel of gitlinks) {
-        await git.ok(worktreeDir, ['rm', '--cached', '-q', '--', rel]);
+        await git.ok(worktreeDir, ['rm', '--cached', '-f', '-q', '--', rel]);
         await removeNestedRepository(worktreeDir, `${rel}/.git`);
         changes.push({ kind: 'nested-repository', path: rel, detail: `the agent made a git repository at ${rel}/; Forge removed its .git and commits its files as plain files` });
       }

@@ -93,17 +93,11 @@ describe('a hostile model against Forge\'s own git (real opencode, real git, rea
             'echo "rc=$?"',
           ].join(' && '),
         ),
+      // Vector 2: opencode's write tool (it runs on the host) rewrites .git.
+      () => toolCalls([{ id: `write-gitfile-${++callCounter}`, name: 'write', args: { filePath: '.git', content: 'gitdir: .gg\n' } }]),
       () => bash('work', 'echo hostile > work.txt; echo "rc=$?"'),
       () => toolCall('forge_loop_handoff', { decisions: 'did the work', verification: 'all green', notesForAuditor: '' }),
     ];
-    let worktreeDir = '';
-    const secondCoderSteps: Array<() => ScriptStep> = [
-      // Vector 2: opencode's write tool (on the host) rewrites .git after the first checkpoint.
-      () => toolCalls([{ id: `write-gitfile-${++callCounter}`, name: 'write', args: { filePath: path.join(worktreeDir, '.git'), content: `gitdir: ${worktreeDir}/.gg\n` } }]),
-      () => bash('more-work', 'echo more >> work.txt; echo "rc=$?"'),
-      () => toolCall('forge_loop_handoff', { decisions: 'more', verification: 'n/a', notesForAuditor: '' }),
-    ];
-    let auditorSessions = 0;
     h.model.setHandler((request: ScriptedRequest): ScriptStep => {
       for (const r of request.toolResults) results.set(r.toolCallId, r.content);
       const sid = request.sessionId ?? 'unknown';
@@ -112,20 +106,16 @@ describe('a hostile model against Forge\'s own git (real opencode, real git, rea
         s = { role: roleOf(request), turn: 0 };
         sessions.set(sid, s);
         if (s.role === 'code') coderSessions++;
-        else auditorSessions++;
       }
       const turn = s.turn++;
       if (s.role === 'code') {
-        const list = coderSessions === 1 ? coderSteps : coderSessions === 2 ? secondCoderSteps : [() => toolCall('forge_loop_handoff', { decisions: 'nothing more', verification: 'n/a', notesForAuditor: '' })];
+        const list = coderSessions === 1 ? coderSteps : [() => toolCall('forge_loop_handoff', { decisions: 'nothing more', verification: 'n/a', notesForAuditor: '' })];
         return list[turn]?.() ?? text('Done.');
       }
-      // The first audit sends the loop back for a second coding turn (after the first checkpoint).
-      if (turn === 0) return toolCall('forge_loop_handoff', { summary: 'reviewed', done: auditorSessions > 1, deviations: '', followUps: auditorSessions > 1 ? '' : 'one more change' });
-      return text('Done.');
+      return turn === 0 ? toolCall('forge_loop_handoff', { summary: 'reviewed', done: true, deviations: '', followUps: '' }) : text('Done.');
     });
 
     const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write work.txt', name: 'hostile-git', maxIterations: 6, merge: 'merge' });
-    worktreeDir = h.engine.runtime.get(started)!.worktreeDir!;
     const end = await h.engine.runtime.waitForEnd(started);
     const loop = h.engine.runtime.get(started)!;
     const resultOf = (id: string) => [...results.entries()].filter(([k]) => k.startsWith(`${id}-`)).map(([, v]) => v).pop() ?? '';
@@ -135,13 +125,14 @@ describe('a hostile model against Forge\'s own git (real opencode, real git, rea
     assert.match(resultOf('copy-gitdir'), /rc=0/, resultOf('copy-gitdir'));
     assert.match(resultOf('embedded-repo'), /rc=0/, resultOf('embedded-repo'));
     assert.match(resultOf('rewrite-git-shell'), /rc=[1-9]/, `the sandbox let the shell rewrite .git: ${resultOf('rewrite-git-shell')}`);
-    assert.ok(coderSessions >= 2, `the loop never reached the second coding turn (${coderSessions})`);
+    assert.ok(resultOf('write-gitfile') !== '', 'opencode\'s write tool was never answered');
 
+    assert.deepEqual(readdirSync(outside), [], `a program of the agent's ran on the host during the loop: ${readdirSync(outside).join(', ')} (sub/.git exists: ${existsSync(path.join(loop.worktreeDir!, 'sub', '.git'))}; findings: ${JSON.stringify(h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => f.description))})`);
     // The plain git of a user (or VS Code's git extension) in the worktree after the loop.
     spawnSync('git', ['status', '--porcelain'], { cwd: loop.worktreeDir!, encoding: 'utf8' });
     spawnSync('git', ['diff', 'HEAD~1'], { cwd: loop.worktreeDir!, encoding: 'utf8' });
 
-    assert.deepEqual(readdirSync(outside), [], `a program of the agent's ran on the host: ${readdirSync(outside).join(', ')}`);
+    assert.deepEqual(readdirSync(outside), [], `a program of the agent's ran on the host: ${readdirSync(outside).join(', ')} after the loop ended ${JSON.stringify(end)}`);
     assert.equal(end.type, 'loop.ended');
     assert.equal((end as { status: string }).status, 'completed', JSON.stringify(end));
 
