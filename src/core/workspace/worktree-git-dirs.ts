@@ -164,8 +164,9 @@ export function createWorktreeGitDirs(options: WorktreeGitDirsOptions = {}): Wor
     } catch {
       kind = 'missing';
     }
-    // A folder of the user's (a checkout, a subfolder of one): git as the user runs it.
-    if (!inRoot && (kind === 'dir' || kind === 'missing')) return null;
+    // A folder of the user's (a checkout, a subfolder of one, a linked worktree of their own
+    // when Forge's worktrees folder is known): git as the user runs it.
+    if (!inRoot && (kind === 'dir' || kind === 'missing' || root !== null)) return null;
     // In Forge's worktrees folder, a missing .git is a folder git does not know: git must not look above it.
     if (inRoot && kind === 'missing') {
       throw new WorkspaceError('worktree_mismatch', `Forge will not run git in ${dir}: it has no .git file. Run the loop again (Forge recreates its worktree from its branch) or remove the folder.`);
