@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { FORGE_COMMIT_IDENTITY, WorkspaceError, loopTeardownMessage, sectionCheckpointMessage, type LoopWorktree, type WorktreeService } from '../../../src/core/workspace';
 import { createGitSandbox, rejection, type GitSandbox } from './git-fixture';
@@ -123,6 +123,24 @@ describe('workspace: commits on the loop branch', () => {
     const sha = await service.commitAll(loop.worktreeDir, 'hooked');
     assert.match(sha ?? '', /^[0-9a-f]{40}$/);
     assert.equal(existsSync(marker), false, 'a hook ran');
+  });
+
+  it('puts back a .git file the agent pointed at a git dir of its own, commits on the loop\'s branch, and reports it (issue 26)', async () => {
+    const fake = path.join(loop.worktreeDir, '.gg');
+    cpSync(path.join(repo, '.git'), fake, { recursive: true });
+    const marker = path.join(repo, '..', 'fake-hook-ran');
+    writeFileSync(path.join(fake, 'hooks', 'pre-commit'), `#!/bin/sh\ntouch '${marker}'\n`);
+    chmodSync(path.join(fake, 'hooks', 'pre-commit'), 0o755);
+    const original = readFileSync(path.join(loop.worktreeDir, '.git'), 'utf8');
+    writeFileSync(path.join(loop.worktreeDir, '.git'), `gitdir: ${fake}\n`);
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    const reported: string[] = [];
+    const sha = await service.commitAll(loop.worktreeDir, 'after tampering', { onAgentGitChanges: (changes) => reported.push(...changes.map((c) => `${c.kind} ${c.path}: ${c.detail}`)) });
+    assert.equal(readFileSync(path.join(loop.worktreeDir, '.git'), 'utf8').trim(), original.trim());
+    assert.equal(box.git(repo, 'rev-parse', loop.branch), sha, 'the commit is on the loop\'s branch in the user\'s repository');
+    assert.equal(existsSync(marker), false, 'the fake git dir\'s hook ran');
+    assert.equal(reported.length, 1, reported.join('\n'));
+    assert.match(reported[0]!, /^git-file \.git: .*rewritten to point at .*\.gg/);
   });
 
   it('refuses to commit outside Forge\'s worktrees (the user\'s own tree)', async () => {

@@ -1,7 +1,8 @@
 // Issue 26 in the real workbench, VS Code's git extension on: a hostile scripted coder in a
 // sandboxed loop copies the repository's git dir into the worktree with core.fsmonitor and
 // hooks, rewrites `.git` through opencode's `write` tool and makes an embedded repository
-// whose own config sets core.fsmonitor; each program writes a marker outside the workspace.
+// whose own config sets core.fsmonitor; each program writes a marker outside the workspace
+// (opencode's write into `.git` is refused by Forge's permission answer).
 // After the loop Forge has undone all of it, so Open Worktree adds the folder and VS Code's git
 // runs there without any marker appearing. Then the worktree is tampered with again (as an
 // agent could after the loop's last commit): Open Worktree refuses, saying why, and adds nothing.
@@ -112,6 +113,7 @@ describe('a worktree a hostile agent tampered with, opened in VS Code (issue 26)
     const index = vscode.workspace.workspaceFolders!.find((f) => f.uri.fsPath === worktree)!.index;
     vscode.workspace.updateWorkspaceFolders(index, 1);
     await waitFor('the worktree folder to leave', () => !vscode.workspace.workspaceFolders?.some((f) => f.uri.fsPath === worktree), 30_000, 200);
+    await waitFor('VS Code\'s git to close the worktree\'s repository', () => !gitApi.repositories.some((r: { rootUri: vscode.Uri }) => r.rootUri.fsPath === worktree), 60_000, 300);
   });
 
   it('a worktree tampered with after the loop\'s last commit: Open Worktree refuses, says why, and adds nothing', async () => {
