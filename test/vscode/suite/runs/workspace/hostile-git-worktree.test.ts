@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
+import { confinementOf } from '../../../../../src/core/sandbox/confinement';
 import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
 import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
 import { harnessInfo } from '../../support/harness';
@@ -97,6 +98,14 @@ describe('a worktree a hostile agent tampered with, opened in VS Code (issue 26)
     const row = api.engine()!.runtime.get(ref)!;
     assert.equal(row.status, 'completed');
     const worktree = row.worktreeDir!;
+    assert.deepEqual(confinementOf(row), { sandboxed: true, driver: 'bwrap' });
+    // The agent's work happened: its git dir copy with the fsmonitor program, and the embedded repository's file.
+    assert.ok(existsSync(join(worktree, '.gg', 'fsm.sh')), 'the agent\'s copied git dir is there');
+    const tree = execFileSync('git', ['ls-tree', '-r', row.branch!], { cwd: harnessInfo().workspaceFolder, encoding: 'utf8' });
+    assert.match(tree, /^100644 blob \w+\tsub\/inner\.txt$/m, tree);
+    assert.doesNotMatch(tree, /^160000 /m, `the branch holds a gitlink:\n${tree}`);
+    const findings = api.engine()!.repos.reviewFindings.listByLoop(ref.projectId, ref.name).map((f) => `${f.file}: ${f.description}`);
+    assert.ok(findings.some((f) => /^sub: .*repository at sub\//.test(f)), findings.join('\n'));
     assert.equal(existsSync(join(worktree, 'sub', '.git')), false, 'the embedded repository was removed');
     assert.deepEqual(readdirSync(outside), [], 'a program of the agent\'s ran during the loop');
 
