@@ -48,7 +48,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * Forge made for it and runs with git's command-running settings off (git-hardening.ts).
    * Folders of the user's (the repository, its checkout) get git as the user runs it.
    */
-  const gitDirs = createWorktreeGitDirs({ loopWorktreesRoot: worktreesRoot, ...(options.gitEnv ? { env: options.gitEnv } : {}) });
+  // The worktrees folder's path, without creating the data folder (a read-only inspection must not).
+  const loopWorktreesRoot = () => worktreesRootPromise ?? canonicalPath(path.join(dataDir, 'worktrees'));
+  const gitDirs = createWorktreeGitDirs({ loopWorktreesRoot, ...(options.gitEnv ? { env: options.gitEnv } : {}) });
   const git: GitRunner = createGitRunner({ ...(options.gitEnv ? { env: options.gitEnv } : {}), worktreeTarget: gitDirs.targetFor });
 
   /** `<dataDir>/worktrees`, created and checked writable once per service. */
