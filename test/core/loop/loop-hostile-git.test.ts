@@ -8,7 +8,7 @@
  *   Forge's permission answer refuses any write into a `.git` entry);
  * - makes an embedded repository `sub/` whose own config sets core.fsmonitor.
  * Each program writes a marker into a folder outside the sandbox. Through the whole loop
- * (checkpoint commits, final commit, the merge into the user's branch) and a user's plain
+ * (checkpoint commits, the goal's check running git, final commit, the merge into the user's branch) and a user's plain
  * `git status` in the worktree afterwards, no marker appears; the branch holds no gitlink; the
  * loop's findings say what the agent did.
  */
@@ -116,7 +116,7 @@ describe('a hostile model against Forge\'s own git (real opencode, real git, rea
       return turn === 0 ? toolCall('forge_loop_handoff', { summary: 'reviewed', done: true, deviations: '', followUps: '' }) : text('Done.');
     });
 
-    const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write work.txt', name: 'hostile-git', maxIterations: 6, merge: 'merge' });
+    const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write work.txt', name: 'hostile-git', maxIterations: 6, merge: 'merge', checks: { check: ['git status --porcelain && git diff --stat HEAD && test -f work.txt'], exists: ['work.txt'] } });
     const end = await h.engine.runtime.waitForEnd(started);
     const loop = h.engine.runtime.get(started)!;
     const resultOf = (id: string) => [...results.entries()].filter(([k]) => k.startsWith(`${id}-`)).map(([, v]) => v).pop() ?? '';
@@ -147,6 +147,9 @@ describe('a hostile model against Forge\'s own git (real opencode, real git, rea
     const merged = spawnSync('git', ['ls-tree', '-r', 'HEAD'], { cwd: h.repo.dir, encoding: 'utf8' }).stdout;
     assert.match(merged, /\twork\.txt$/m, 'the loop was not merged into the user\'s branch');
 
+    // Forge's own check ran (in the sandbox) and passed.
+    const checkRuns = h.engine.repos.checkRuns.listByLoop(started.projectId, started.name);
+    assert.ok(checkRuns.some((r) => r.command !== null && r.status === 'passed'), JSON.stringify(checkRuns));
     // What the agent did is on record.
     const findings = h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => `${f.file}: ${f.description}`);
     assert.ok(findings.some((f) => /^sub: .*repository at sub\//.test(f)), findings.join('\n'));
