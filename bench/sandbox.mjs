@@ -8,6 +8,7 @@
 // from other processes hits both alike. Prints a table.
 //
 //   node bench/sandbox.mjs [--runs 20] [--lifecycle 5] [--drivers docker,podman,bwrap,msb]
+//   node bench/sandbox.mjs --git-checkpoint [--runs 40]   (Forge's hardened git per checkpoint only)
 //
 // Docker is reached through DOCKER_HOST, or the private daemon of scripts/prereqs/docker.sh
 // when its socket exists. Drivers that are not available are listed as skipped.
@@ -44,6 +45,11 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+// `--git-checkpoint`: only the hardened-git section at the end of this file.
+if (process.argv.includes('--git-checkpoint')) {
+  await benchHardenedCheckpoint(Math.max(RUNS, 40));
+  process.exit(0);
+}
 
 function spawnTimed(program, args, options = {}) {
   return new Promise((resolve, reject) => {
@@ -287,3 +293,54 @@ for (const l of table) console.log(fmt(l));
 console.log(`running command = \`sleep\` through bash on the host, through the shell shim in a sandbox; processes: host ${hostMemory.names.join(', ')}${measured.map((r) => `; ${r.driver} ${r.memory.names.join(', ')}`).join('')}`);
 for (const r of results) if (r.skipped) console.log(`${r.driver}: skipped: ${r.skipped}`);
 for (const r of results) if (r.note) console.log(`note (${r.driver}): ${r.note}`);
+
+// ── Forge's hardened git per checkpoint commit (issue 26) ─────────────────────────────────
+// A checkpoint is `git add -A` + `git commit` in a loop worktree. Today's plain git against the
+// hardened runner (git dir named explicitly, command-running settings off, drivers emptied)
+// plus the `.git` file check it makes per checkpoint; alternating samples, median and p95.
+async function benchHardenedCheckpoint(runs) {
+  const { createGitRunner } = await import(path.join(root, 'src/core/workspace/git-runner.ts'));
+  const { createWorktreeGitDirs } = await import(path.join(root, 'src/core/workspace/worktree-git-dirs.ts'));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'forge-bench-git-'));
+  try {
+    const repo = path.join(dir, 'repo');
+    const git = (cwd, ...a) => execFileSync('git', a, { cwd, stdio: 'ignore' });
+    mkdirSync(repo);
+    git(repo, 'init', '-q');
+    for (let i = 0; i < 200; i++) writeFileSync(path.join(repo, `f${i}.txt`), `file ${i}\n`);
+    git(repo, 'add', '-A');
+    git(repo, '-c', 'user.name=b', '-c', 'user.email=b@b', 'commit', '-qm', 'base');
+    const worktreesRoot = path.join(dir, 'worktrees');
+    const runners = {};
+    for (const kind of ['plain', 'hardened']) {
+      const wt = path.join(worktreesRoot, kind);
+      git(repo, 'worktree', 'add', '-q', '-b', `b-${kind}`, wt);
+      const dirs = createWorktreeGitDirs({ loopWorktreesRoot: async () => worktreesRoot });
+      if (kind === 'hardened') await dirs.register(wt, path.join(repo, '.git'));
+      runners[kind] = { wt, dirs, git: kind === 'hardened' ? createGitRunner({ worktreeTarget: dirs.targetFor }) : createGitRunner() };
+    }
+    const config = ['user.name=b', 'user.email=b@b', 'core.abbrev=40', 'maintenance.auto=false'];
+    let n = 0;
+    const checkpoint = async (kind) => {
+      const r = runners[kind];
+      writeFileSync(path.join(r.wt, `f${n % 200}.txt`), `change ${n++}\n`);
+      const t0 = process.hrtime.bigint();
+      if (kind === 'hardened') await r.dirs.restoreGitFile(r.wt);
+      await r.git.ok(r.wt, ['add', '-A', '--verbose', '--', '.']);
+      await r.git.ok(r.wt, ['commit', '--no-status', '-m', `c${n}`, '--', '.'], { config });
+      return ms(t0);
+    };
+    await checkpoint('plain');
+    await checkpoint('hardened');
+    const samples = { plain: [], hardened: [] };
+    for (let i = 0; i < runs; i++) for (const kind of ['plain', 'hardened']) samples[kind].push(await checkpoint(kind));
+    const p95 = (xs) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(xs.length * 0.95) - 1)];
+    const [pm, hm] = [median(samples.plain), median(samples.hardened)];
+    console.log(`\nhardened git per checkpoint commit (add -A + commit, 200-file worktree, ${runs} alternating samples; load ${loadavg()}):`);
+    console.log(`  plain git    median ${pm.toFixed(1)} ms  p95 ${p95(samples.plain).toFixed(1)} ms`);
+    console.log(`  hardened git median ${hm.toFixed(1)} ms  p95 ${p95(samples.hardened).toFixed(1)} ms  (${(((hm - pm) / pm) * 100).toFixed(1)} % on the median; target ≤ 10 %)`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+await benchHardenedCheckpoint(Math.max(RUNS, 40));

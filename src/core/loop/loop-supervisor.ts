@@ -454,7 +454,7 @@ export class LoopSupervisor {
   }
 
   private teardownDeps() {
-    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref };
+    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref, repos: this.deps.repos };
   }
 
   /** Terminates through the table (cancel, shutdown). */

@@ -5,6 +5,8 @@
  */
 import type { LoopRow } from '../storage/repositories';
 import { loopTeardownMessage, type WorktreeService } from '../workspace';
+import type { ForgeRepositories } from '../storage/repositories';
+import { recordAgentGitChanges } from './agent-git-findings';
 import { readExtras } from './loop-extras';
 import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
 import { terminationReasonToString, type LoopState, type TerminationReason } from './state';
@@ -13,6 +15,8 @@ export interface TeardownDeps {
   worktrees: WorktreeService;
   emit: (event: LoopRuntimeEvent) => void;
   ref: LoopRef;
+  /** Where findings of what the agent did to the worktree's git go. */
+  repos?: Pick<ForgeRepositories, 'reviewFindings'>;
 }
 
 /** Commits what is left and merges a completed loop as configured. */
@@ -21,7 +25,11 @@ export async function commitAndMerge(deps: TeardownDeps, loop: LoopRow, reason: 
   if (!loop.worktreeDir) return null;
   try {
     const message = loopTeardownMessage(loop.name, terminationReasonToString(reason), state.iteration);
-    const sha = await deps.worktrees.commitAll(loop.worktreeDir, message, { likelyClean: true });
+    const repos = deps.repos;
+    const sha = await deps.worktrees.commitAll(loop.worktreeDir, message, {
+      likelyClean: true,
+      ...(repos ? { onAgentGitChanges: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => recordAgentGitChanges({ repos, emit: deps.emit }, deps.ref, changes) } : {}),
+    });
     if (sha) deps.emit({ type: 'loop.commit', loop: deps.ref, sha, message: message.split('\n')[0]! });
   } catch (error) {
     deps.emit({ type: 'loop.notice', loop: deps.ref, level: 'warning', message: `could not commit the loop's last changes: ${(error as Error).message}` });

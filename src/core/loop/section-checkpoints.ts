@@ -6,6 +6,7 @@
  */
 import type { LoopRow } from '../storage/repositories';
 import { sectionCheckpointMessage } from '../workspace';
+import { recordAgentGitChanges } from './agent-git-findings';
 import { readExtras } from './loop-extras';
 import type { LoopFindings } from './loop-findings';
 import type { CurrentSession, SupervisorContext } from './supervisor-deps';
@@ -38,10 +39,15 @@ export class SectionCheckpoints {
     const complete = predicted.kind === 'ignore' || predicted.kind === 'remind_handoff' || predicted.kind === 'run_checks' ? undefined : predicted.effects.find((e) => e.type === 'complete_section');
     if (!complete || complete.type !== 'complete_section') return;
     const worktreeDir = loop.worktreeDir;
-    const commit = deps.worktrees.commitAll(worktreeDir, this.message(complete.index)).then((sha) => (sha ? { sha } : null));
+    const commit = deps.worktrees.commitAll(worktreeDir, this.message(complete.index), this.commitOptions()).then((sha) => (sha ? { sha } : null));
     // Failures surface at idle, where the ordinary commit runs instead.
     commit.catch((e: unknown) => deps.log.debug(`[loop ${ref.name}] early checkpoint: ${String(e)}`));
     this.early = { sessionId: cur.id, index: complete.index, worktreeDir, commit };
+  }
+
+  /** What the agent did to the worktree's git, undone by the commit, becomes findings. */
+  private commitOptions() {
+    return { onAgentGitChanges: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => recordAgentGitChanges(this.ctx.deps, this.ctx.ref, changes) };
   }
 
   private message(index: number): string {
@@ -70,7 +76,7 @@ export class SectionCheckpoints {
     const early = await this.settleEarly(completes.length === 1 ? completes[0]!.index : null);
     for (const e of completes) {
       const message = this.message(e.index);
-      const sha = early === undefined ? await this.ctx.deps.worktrees.commitAll(loop.worktreeDir!, message) : early === 'none' ? null : early.sha;
+      const sha = early === undefined ? await this.ctx.deps.worktrees.commitAll(loop.worktreeDir!, message, this.commitOptions()) : early === 'none' ? null : early.sha;
       if (sha) this.ctx.deps.emit({ type: 'loop.commit', loop: this.ctx.ref, sha, message: message.split('\n')[0]! });
     }
   }

@@ -90,7 +90,13 @@ export function buildBwrapArgs(settings: SandboxSpec, shape: BwrapCommandShape):
   for (const p of layout.etcDirs) args.push('--ro-bind', p, p);
   args.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--tmpfs', '/run');
   args.push('--bind', settings.worktreeDir, settings.worktreeDir);
-  if (settings.gitCommonDir) args.push('--ro-bind', settings.gitCommonDir, settings.gitCommonDir);
+  if (settings.gitCommonDir) {
+    args.push('--ro-bind', settings.gitCommonDir, settings.gitCommonDir);
+    // The worktree's .git file names the repository: read-only, so no command in the sandbox
+    // can point it at a git dir of its own (issue 26). `-try`: a worktree without one starts too.
+    const gitFile = `${settings.worktreeDir.replace(/\/+$/, '')}/.git`;
+    args.push('--ro-bind-try', gitFile, gitFile);
+  }
   for (const p of settings.readOnlyPaths ?? []) args.push('--ro-bind', p, p);
   args.push('--remount-ro', '/');
   args.push('--unshare-all');
