@@ -18,7 +18,7 @@
 // when its socket exists. Drivers that are not available are listed as skipped (under CI=true
 // the run fails instead).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -149,7 +149,10 @@ async function memoryWhileRunning(program, args, options) {
 // ---- fixtures: a git repository with a linked worktree holding a small source tree ---------
 const tmpRoot = path.join(root, '.cache', 'bench-tmp');
 mkdirSync(tmpRoot, { recursive: true });
-const base = mkdtempSync(path.join(tmpRoot, 'sandbox-'));
+// Its real path: a container's bind mount names the worktree by it, while a shell started in it
+// reports its real path as $PWD (a checkout whose .cache is a symbolic link, as in a git worktree
+// sharing another's, failed every docker command: "chdir to cwd … no such file or directory").
+const base = mkdtempSync(path.join(realpathSync(tmpRoot), 'sandbox-'));
 bench.cleanup(() => rmSync(base, { recursive: true, force: true }));
 bench.step('make the fixture repository and worktree');
 const mainRepo = path.join(base, 'repo');
