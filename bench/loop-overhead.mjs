@@ -144,12 +144,19 @@ const engine = await createForgeEngine({
   onLoopTiming: (m) => marks.push(m),
 });
 run.cleanup(() => engine.close());
-// The loop's end: the runtime event named END_EVENT (loop.ended), or supervision lost.
-let endWaiter;
+// The loop's end: the runtime event named END_EVENT (loop.ended), or supervision lost, by loop
+// name (the plan names its loop "bench"; the runtime makes that bench-2, bench-3, … in later runs).
+const endsByName = new Map();
+const endWaiters = new Map();
 engine.runtime.subscribe((e) => {
   if (e.type === 'loop.commit') commitsAt.push(performance.now());
-  if (endWaiter && e.loop?.name === endWaiter.name && (e.type === END_EVENT || e.type === 'loop.supervision_lost')) endWaiter.resolve(e);
+  if (e.loop && (e.type === END_EVENT || e.type === 'loop.supervision_lost')) {
+    const waiter = endWaiters.get(e.loop.name);
+    if (waiter) waiter(e);
+    else endsByName.set(e.loop.name, e);
+  }
 });
+const endOf = (name) => (endsByName.has(name) ? Promise.resolve(endsByName.get(name)) : new Promise((resolve) => endWaiters.set(name, resolve)));
 
 /** Until the engine's shared opencode server stopped (it lingers after its last loop), so the next run starts one. */
 async function sharedServerStopped() {
@@ -168,13 +175,11 @@ async function forgeRun() {
   marks = [];
   commitsAt = [];
   const firstRequest = model.requests.length;
-  const ended = new Promise((resolve) => (endWaiter = { name: 'bench', resolve }));
   const t0 = performance.now();
   const ref = await engine.runtime.start({ kind: 'plan', repoPath: repo, planText: PLAN, planSource: 'bench.md' });
   worktree = engine.runtime.get(ref).worktreeDir;
   run.waiting(`the runtime's event ${END_EVENT} for Forge loop "${ref.name}"`);
-  const end = await ended;
-  endWaiter = undefined;
+  const end = await endOf(ref.name);
   const total = performance.now() - t0;
   if (end.type !== 'loop.ended' || end.status !== 'completed') throw new Error(`Forge loop did not complete: ${JSON.stringify(end)}`);
   const firstPrompt = marks.find((m) => m.mark === 'prompt_sent').at;
