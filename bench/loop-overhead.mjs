@@ -24,6 +24,7 @@
 // name: the test of the time-out uses one that never comes).
 //
 //   node bench/loop-overhead.mjs [--runs 3] [--warmup 1] [--server-mode shared|perLoop] [--quick] [--timeout S]
+//   (BENCH_LOG=1 also prints the engine's info lines on stderr)
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';

@@ -1,6 +1,7 @@
-// bench:loop must end with a message instead of hanging when the loop's end event never reaches
-// it (what happened once its bare side stopped answering opencode's permission requests).
-// A real run of the benchmark in its quick mode (real engine, opencode, git, scripted model),
+// Benchmarks end with a message instead of hanging or skipping (bench/bench-common.mjs benchRun).
+//
+// bench:loop must end with a message when the loop's end event never reaches it (it hung once
+// its bare side stopped answering opencode's permission requests). A real run of the benchmark in its quick mode (real engine, opencode, git, scripted model),
 // told to wait for an end event name the runtime never emits: it must exit with the time-out's
 // status and name the step and what it waited for, within its time-out.
 import { strict as assert } from 'node:assert';
@@ -40,3 +41,26 @@ describe('bench:loop without its end event', function () {
     assert.ok(seconds < timeoutS + 40, `ended ${seconds.toFixed(0)} s after start`);
   });
 });
+
+describe('a benchmark under CI=true', function () {
+  this.timeout(120_000);
+
+  it('fails, naming the step, when a driver it measures is not available (never a skip)', async () => {
+    // A docker daemon that cannot be reached: the driver's own availability probe says so.
+    const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['bench/sandbox.mjs', '--quick', '--drivers', 'docker'], {
+        cwd: root,
+        env: { ...process.env, CI: 'true', DOCKER_HOST: 'unix:///nonexistent/forge-bench-test.sock' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (b) => (err += b));
+      child.stdout.resume();
+      child.on('error', reject);
+      child.on('close', (c) => resolve({ code: c, stderr: err }));
+    });
+    assert.equal(code, 1, stderr);
+    assert.match(stderr, /bench:sandbox: FAILED in step \d+ "docker: availability", waiting for docker's availability probe, after [\d.]+ s: Error: driver docker cannot run under CI=true: /);
+  });
+});
+
