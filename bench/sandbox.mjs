@@ -8,11 +8,12 @@
 // from other processes hits both alike. Prints a table.
 //
 //   node bench/sandbox.mjs [--runs 20] [--lifecycle 5] [--drivers docker,podman,bwrap,msb]
-//                          [--joins overlapped,before-exec] [--quick] [--timeout S]
+//                          [--joins overlapped,before-exec[,none]] [--quick] [--timeout S]
 //
 // bwrap is measured once per cgroup join strategy (cgroup.ts), both in the same run; the note
 // says which one this host picks. Its `cgroup join alone` row is a bash writing its own pid into
-// the sandbox's `cgroup.procs` files (what before-exec adds to each command, unhidden).
+// the sandbox's `cgroup.procs` files (what before-exec adds to each command, unhidden). `none`
+// adds bwrap without any cgroup (limits not enforced): what the sandbox costs without a join.
 // --quick (what `npm test` runs): docker, podman and bwrap, 2 samples, 1 lifecycle.
 // Docker is reached through DOCKER_HOST, or the private daemon of scripts/prereqs/docker.sh
 // when its socket exists. Drivers that are not available are listed as skipped (under CI=true
@@ -38,7 +39,7 @@ const RUNS = bench.quick ? 2 : Number(arg('runs', '20'));
 const LIFECYCLE = bench.quick ? 1 : Number(arg('lifecycle', '5'));
 const DRIVERS = arg('drivers', bench.quick ? 'docker,podman,bwrap' : 'docker,podman,bwrap,msb').split(',');
 const JOINS = arg('joins', 'overlapped,before-exec').split(',');
-for (const j of JOINS) if (j !== 'overlapped' && j !== 'before-exec') throw new Error(`--joins takes overlapped and/or before-exec, not ${j}`);
+for (const j of JOINS) if (!['overlapped', 'before-exec', 'none'].includes(j)) throw new Error(`--joins takes overlapped, before-exec and/or none, not ${j}`);
 /** What is measured: each driver, bwrap once per cgroup join strategy. */
 const VARIANTS = DRIVERS.flatMap((driver) => (driver === 'bwrap' ? JOINS.map((join) => ({ driver, join, label: `bwrap/${join}` })) : [{ driver, label: driver }]));
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
@@ -203,7 +204,12 @@ try {
   bench.step('host: memory of a running command');
   hostMemory = await memoryWhileRunning('bash', ['-c', 'sleep 30'], inWorktree);
   for (const { driver, join, label } of VARIANTS) {
-    const makeRuntime = () => (join ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join }) : sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv }));
+    const makeRuntime = () =>
+      join === 'none'
+        ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes-none'), cgroups: new SandboxCgroups({ root: path.join(base, 'no-cgroup-fs') }) })
+        : join
+          ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join })
+          : sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
     const runtime = makeRuntime();
     bench.step(`${label}: availability`, `${driver}'s availability probe`);
     const availability = await runtime.checkAvailable();
@@ -265,7 +271,7 @@ try {
     ops.set('first command of a loop', { host: shimTrue.host, sandbox: median(firsts) });
     ops.set('`git status`, shell shim', await timePair(host.git, () => spawnTimed(shims.shellShimPath, ['-c', 'git status'], inWorktree)));
     if (hostRg) ops.set(`\`rg ${RG_ARGS.join(' ')}\`, rg shim`, await timePair(host.rg, () => spawnTimed(shims.ripgrepShimPath, RG_ARGS, inWorktree)));
-    if (join) {
+    if (join && join !== 'none') {
       // The join before-exec makes in line, alone: a bash writing its own pid into the sandbox's cgroup.procs files.
       const procsFiles = JSON.parse(readFileSync(path.join(base, 'data', 'sandboxes', `${name}.json`), 'utf8')).procsFiles ?? [];
       if (procsFiles.length > 0) {
@@ -284,7 +290,7 @@ try {
       memory,
       note: [
         settings.unenforcedLimits.length ? `limits not enforced: ${settings.unenforcedLimits.join('; ')}` : '',
-        join ? `cgroup join ${join}; this host picks ${new SandboxCgroups().joinStrategy()} (${joinFacts()})` : '',
+        join === 'none' ? 'no cgroup: limits not enforced (what bwrap costs without a join)' : join ? `cgroup join ${join}; this host picks ${new SandboxCgroups().joinStrategy()} (${joinFacts()})` : '',
       ].filter(Boolean).join('; '),
     });
   }
