@@ -208,7 +208,7 @@ try {
     console.error(`${i < WARMUP ? 'warm-up' : `run ${i - WARMUP + 1}`}: ${line.join(', ')}; load ${loadavg()}`);
   }
 } finally {
-  bench.step('close the engine and clean up', 'the engine to close');
+  bench.waiting('the engine to close (clean-up after this step)');
   await engine.close().catch((e) => console.error(String(e)));
   await model.close();
   await env.cleanup();

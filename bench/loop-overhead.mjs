@@ -302,7 +302,7 @@ try {
     }
   }
 } finally {
-  run.step('close the engine and clean up', 'the engine to close');
+  run.waiting('the engine to close (clean-up after this step)');
   await engine.close().catch((e) => console.error(String(e)));
   await bareToolServer.close().catch(() => undefined);
   await model.close();

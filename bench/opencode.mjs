@@ -112,7 +112,7 @@ try {
   for (let i = 0; i < PROMPTS; i++) withTool.push(await roundTrip(id, [toolCall('forge_review_read', {}), text('ok')]));
   rows.push(['warm prompt round-trip (one Forge MCP tool call)', withTool]);
 } finally {
-  run.step('clean up', 'the servers to stop');
+  run.waiting('the servers to stop (clean-up after this step)');
   for (const c of cleanups.reverse()) await c().catch(() => undefined);
   await toolServer.close();
   await model.close();
