@@ -66,7 +66,7 @@ export function benchRun(name, limits) {
       (async () => {
         for (const c of all) await Promise.resolve().then(c).catch(() => undefined);
       })(),
-      new Promise((r) => setTimeout(r, 10_000).unref()),
+      new Promise((r) => setTimeout(r, 20_000).unref()),
     ]);
   };
   const end = async (code, message) => {
