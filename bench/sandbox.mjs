@@ -9,31 +9,47 @@
 //
 //   node bench/sandbox.mjs [--runs 20] [--lifecycle 5] [--drivers docker,podman,bwrap,msb]
 //   node bench/sandbox.mjs --git-checkpoint [--runs 40]   (Forge's hardened git per checkpoint only)
+//                          [--joins overlapped,before-exec[,none]] [--quick] [--timeout S]
 //
+// bwrap is measured once per cgroup join strategy (cgroup.ts), both in the same run; the note
+// says which one this host picks. Its `cgroup join alone` row is a bash writing its own pid into
+// the sandbox's `cgroup.procs` files (what before-exec adds to each command, unhidden). `none`
+// adds bwrap without any cgroup (limits not enforced): what the sandbox costs without a join.
+// --quick (what `npm test` runs): docker, podman and bwrap, 2 samples, 1 lifecycle.
 // Docker is reached through DOCKER_HOST, or the private daemon of scripts/prereqs/docker.sh
-// when its socket exists. Drivers that are not available are listed as skipped.
+// when its socket exists. Drivers that are not available are listed as skipped (under CI=true
+// the run fails instead).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { benchRun, stringArg } from './bench-common.mjs';
 
+const bench = benchRun('bench:sandbox', { timeoutS: 3600, quickTimeoutS: 300 });
+bench.step('load the modules');
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const sandbox = await import(path.join(root, 'src/core/sandbox/index.ts'));
 const { runCommand } = await import(path.join(root, 'src/core/sandbox/process.ts'));
-const { SandboxCgroups } = await import(path.join(root, 'src/core/sandbox/cgroup.ts'));
+const { SandboxCgroups, readCgroupJoinFacts } = await import(path.join(root, 'src/core/sandbox/cgroup.ts'));
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const RUNS = Number(arg('runs', '20'));
-const LIFECYCLE = Number(arg('lifecycle', '5'));
-const DRIVERS = arg('drivers', 'docker,podman,bwrap,msb').split(',');
+const arg = stringArg;
+const RUNS = bench.quick ? 2 : Number(arg('runs', '20'));
+const LIFECYCLE = bench.quick ? 1 : Number(arg('lifecycle', '5'));
+const DRIVERS = arg('drivers', bench.quick ? 'docker,podman,bwrap' : 'docker,podman,bwrap,msb').split(',');
+const JOINS = arg('joins', 'overlapped,before-exec').split(',');
+for (const j of JOINS) if (!['overlapped', 'before-exec', 'none'].includes(j)) throw new Error(`--joins takes overlapped, before-exec and/or none, not ${j}`);
+/** What is measured: each driver, bwrap once per cgroup join strategy. */
+const VARIANTS = DRIVERS.flatMap((driver) => (driver === 'bwrap' ? JOINS.map((join) => ({ driver, join, label: `bwrap/${join}` })) : [{ driver, label: driver }]));
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const loadAtStart = loadavg();
+/** What decides the join strategy here (cgroup.ts): expedited RCU grace periods, favordynmods per cgroup mount. */
+const joinFacts = () => {
+  const facts = readCgroupJoinFacts();
+  return `rcu_expedited ${facts.rcuExpedited ? 1 : 0}, favordynmods on ${facts.cgroupMountOptions.filter((o) => o.includes('favordynmods')).length} of ${facts.cgroupMountOptions.length} cgroup mounts`;
+};
 
 const privateSock = path.join(root, '.cache', 'docker', 'run', 'docker.sock');
 const engineEnv = { ...process.env };
@@ -140,7 +156,12 @@ async function memoryWhileRunning(program, args, options) {
 // ---- fixtures: a git repository with a linked worktree holding a small source tree ---------
 const tmpRoot = path.join(root, '.cache', 'bench-tmp');
 mkdirSync(tmpRoot, { recursive: true });
-const base = mkdtempSync(path.join(tmpRoot, 'sandbox-'));
+// Its real path: a container's bind mount names the worktree by it, while a shell started in it
+// reports its real path as $PWD (a checkout whose .cache is a symbolic link, as in a git worktree
+// sharing another's, failed every docker command: "chdir to cwd … no such file or directory").
+const base = mkdtempSync(path.join(realpathSync(tmpRoot), 'sandbox-'));
+bench.cleanup(() => rmSync(base, { recursive: true, force: true }));
+bench.step('make the fixture repository and worktree');
 const mainRepo = path.join(base, 'repo');
 const worktreeDir = path.join(base, 'wt');
 const git = (cwd, ...args) => execFileSync('git', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -186,12 +207,21 @@ const host = {
 const results = []; // { driver, skipped?, ops: Map(op -> { host, sandbox }), memory, note }
 let hostMemory;
 try {
+  bench.step('host: memory of a running command');
   hostMemory = await memoryWhileRunning('bash', ['-c', 'sleep 30'], inWorktree);
-  for (const driver of DRIVERS) {
-    const runtime = sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+  for (const { driver, join, label } of VARIANTS) {
+    const makeRuntime = () =>
+      join === 'none'
+        ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes-none'), cgroups: new SandboxCgroups({ root: path.join(base, 'no-cgroup-fs') }) })
+        : join
+          ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join })
+          : sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+    const runtime = makeRuntime();
+    bench.step(`${label}: availability`, `${driver}'s availability probe`);
     const availability = await runtime.checkAvailable();
     if (!availability.available) {
-      results.push({ driver, skipped: availability.reason });
+      bench.unavailable(`driver ${driver}`, availability.reason);
+      results.push({ driver: label, skipped: availability.reason });
       continue;
     }
     const ops = new Map();
@@ -203,8 +233,9 @@ try {
     // Each sample is a fresh runtime (as in a new `forge run` process) and a fresh sandbox;
     // its ratio is against the host `true` below.
     const firsts = [];
+    bench.step(`${label}: first command of a loop, ${LIFECYCLE} time(s)`, 'sandbox start, shims and the first command');
     for (let i = 0; i < LIFECYCLE; i++) {
-      const fresh = sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+      const fresh = makeRuntime();
       const manager = new sandbox.SandboxManager({ runtime: fresh, prefix: `fbench${process.pid}-`, isLoopRunning: () => false });
       const loopName = `first${i}`;
       await host.true();
@@ -220,6 +251,7 @@ try {
     await runtime.remove(name).catch(() => undefined);
     const creates = [];
     const removes = [];
+    bench.step(`${label}: create/remove, ${LIFECYCLE} time(s)`);
     for (let i = 0; i < LIFECYCLE; i++) {
       let t0 = process.hrtime.bigint();
       await runtime.create(spec(name));
@@ -229,6 +261,7 @@ try {
       removes.push(ms(t0));
     }
 
+    bench.step(`${label}: commands, ${RUNS} alternating host/sandbox samples each`, 'the commands');
     await runtime.create(spec(name));
     const settings = await runtime.readSettings(name);
     const handle = { loopName: 'bench', name, driver, settings, runtime };
@@ -244,17 +277,26 @@ try {
     ops.set('first command of a loop', { host: shimTrue.host, sandbox: median(firsts) });
     ops.set('`git status`, shell shim', await timePair(host.git, () => spawnTimed(shims.shellShimPath, ['-c', 'git status'], inWorktree)));
     if (hostRg) ops.set(`\`rg ${RG_ARGS.join(' ')}\`, rg shim`, await timePair(host.rg, () => spawnTimed(shims.ripgrepShimPath, RG_ARGS, inWorktree)));
+    if (join && join !== 'none') {
+      // The join before-exec makes in line, alone: a bash writing its own pid into the sandbox's cgroup.procs files.
+      const procsFiles = JSON.parse(readFileSync(path.join(base, 'data', 'sandboxes', `${name}.json`), 'utf8')).procsFiles ?? [];
+      if (procsFiles.length > 0) {
+        const joinOnly = `${procsFiles.map((f) => `echo $$ > '${f}'`).join(' && ')}`;
+        ops.set(`cgroup join alone (${procsFiles.length} cgroup.procs)`, await timePair(host.true, () => spawnTimed('bash', ['-c', joinOnly], inWorktree)));
+      }
+    }
+    bench.step(`${label}: memory of a running command`);
     const memory = await memoryWhileRunning(shims.shellShimPath, ['-c', 'sleep 30'], inWorktree);
     await runtime.remove(name);
     results.push({
-      driver,
+      driver: label,
       ops,
       create: median(creates),
       remove: median(removes),
       memory,
       note: [
         settings.unenforcedLimits.length ? `limits not enforced: ${settings.unenforcedLimits.join('; ')}` : '',
-        driver === 'bwrap' ? `cgroup join: ${new SandboxCgroups().joinStrategy()}` : '',
+        join === 'none' ? 'no cgroup: limits not enforced (what bwrap costs without a join)' : join ? `cgroup join ${join}; this host picks ${new SandboxCgroups().joinStrategy()} (${joinFacts()})` : '',
       ].filter(Boolean).join('; '),
     });
   }
@@ -262,6 +304,7 @@ try {
   rmSync(base, { recursive: true, force: true });
 }
 
+bench.done();
 const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const measured = results.filter((r) => !r.skipped);
 const header = ['operation', 'host ms', ...measured.flatMap((r) => [`${r.driver} ms`, `${r.driver} ×host`])];
@@ -281,7 +324,7 @@ const widths = header.map((h, i) => Math.max(h.length, ...table.map((l) => Strin
 const fmt = (cells) => cells.map((c, i) => String(c).padEnd(widths[i] ?? 0)).join('  ');
 console.log(`Sandbox overhead against the host, same run: median of ${RUNS} alternating host/sandbox samples (after one warm-up each);`);
 console.log(`first command, create and remove: median of ${LIFECYCLE}. Figures grow with load.`);
-console.log(`load average (1/5/15 min) at start: ${loadAtStart}; at the end: ${loadavg()}; ${os.cpus().length} cores`);
+console.log(`load average (1/5/15 min) at start: ${loadAtStart}; at the end: ${loadavg()}; ${os.cpus().length} cores${bench.quick ? '; QUICK MODE: not representative' : ''}`);
 console.log(
   hostRg
     ? `rg: ${hostRg} (${execFileSync(hostRg, ['--version'], { encoding: 'utf8' }).split('\n')[0]}), over ${TREE_DIRS * TREE_FILES} files`
@@ -343,4 +386,4 @@ async function benchHardenedCheckpoint(runs) {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-await benchHardenedCheckpoint(Math.max(RUNS, 40));
+await benchHardenedCheckpoint(bench.quick ? 5 : Math.max(RUNS, 40));

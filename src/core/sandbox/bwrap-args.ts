@@ -161,12 +161,18 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
     lines.push(`if ! { ${joins}; } 2>/dev/null; then ${joinFailed}; exit 125; fi`);
   } else if (plan.procsFiles.length > 0) {
     const joins = plan.procsFiles.map((f) => `echo "$forge_child" > ${q(f)}`).join(' && ');
+    const primeJoins = plan.procsFiles.map((f) => `echo "$BASHPID" > ${q(f)}`).join(' && ');
     lines.push(
       'exec {forge_block}<> <(:) {forge_info}<> <(:)',
       'exec {forge_info_r}</dev/fd/$forge_info {forge_info_w}>/dev/fd/$forge_info {forge_info}<&-',
       'forge_bwrap=$$',
       '{',
       '  exec {forge_info_w}>&- >/dev/null',
+      // The helper joins first itself, while bwrap sets up: that write waits out the grace period
+      // (it starts at once instead of after bwrap's report), and the child's join right after
+      // finds the kernel's lock still in its fast state. A failure here (pids limit) changes
+      // nothing: the child's join below decides.
+      `  { ${primeJoins}; } 2>/dev/null`,
       '  forge_child=',
       // bwrap writes {"child-pid": N, …} once the sandbox's first process exists; end-of-file
       // (bwrap failed before that, and says why itself) leaves nothing to do.

@@ -84,6 +84,10 @@ describe('bwrap launcher text', () => {
     assert.match(text.split('\n').at(-1)!, /^exec -c \/usr\/bin\/bwrap \$\{FORGE_JOB_MARK:\+--setenv FORGE_JOB_MARK "\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+--setenv FORGE_WATCHDOG_MARK "\$FORGE_WATCHDOG_MARK"\} --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
     assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(!/echo "\$forge_bwrap" >/.test(text));
+    // The helper joins itself first (the grace period starts while bwrap sets up), before it reads bwrap's report.
+    const lines = text.split('\n');
+    const prime = lines.findIndex((l) => l.includes('{ echo "$BASHPID" > /cg/memory/forge/x/cgroup.procs && echo "$BASHPID" > /cg/pids/forge/x/cgroup.procs; } 2>/dev/null'));
+    assert.ok(prime > 0 && prime < lines.findIndex((l) => l.includes('read -r -u "$forge_info_r"')), text);
   });
 
   it('before-exec join: the shell writes its own pid into every hierarchy, then becomes bwrap; no helper, no pipes', () => {
