@@ -4,7 +4,11 @@
  * queue's confined checks. Wiring, like engine.ts, whose composition it is part of: kept apart
  * because it is the one seam of the engine that is about confinement alone.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { SandboxCgroups } from './sandbox/cgroup';
+import { LOOP_PROCESS_MARKER_VARIABLE } from './sandbox/shell-router';
+import { signalMarkedProcesses } from './process/marked-processes';
 import type { ForgeSettings } from './config/settings';
 import type { LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
@@ -138,15 +142,55 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       image: config.image,
     };
   }
-  /** An unconfined loop's agent shell lives beside the sandbox shims, never in the worktree. */
-  const hostShellDir = (loop: LoopRow) => join(shimRoot, `${sandboxPrefix}${loop.name}-host`);
+  /**
+   * An unconfined loop's agent shell lives beside the sandbox shims, never in the worktree; its
+   * process cgroup and shell folder are named `forge-<6 hex>h-<loop>` (never a sandbox's name).
+   */
+  const hostName = (loop: Pick<LoopRow, 'name'>) => hostTrackingName(sandboxPrefix, loop.name);
+  const hostShellDir = (loop: LoopRow) => join(shimRoot, hostName(loop));
+  const hostCgroups = new SandboxCgroups();
+  /** Per unconfined loop this process drives: its process marker and cgroup (or why it has none). */
+  const hostTracking = new Map<string, { marker: string; tracked: { procsFiles: string[] } | { reason: string } }>();
+  async function trackHostLoop(loop: LoopRow) {
+    const name = hostName(loop);
+    let t = hostTracking.get(name);
+    if (!t || !('procsFiles' in t.tracked)) {
+      t = { marker: t?.marker ?? randomBytes(12).toString('hex'), tracked: await hostCgroups.track(name) };
+      hostTracking.set(name, t);
+    }
+    return t;
+  }
   const sandboxPort: LoopSandboxPort = {
     resolveDriver: () => resolveSandboxDriver(),
+    async trackHost(loop) {
+      const { tracked } = await trackHostLoop(loop);
+      if ('procsFiles' in tracked) return null;
+      return hostUntrackedNotice(tracked.reason);
+    },
     async prepareHost(loop) {
-      const shell = await prepareAgentHostShell({ dir: hostShellDir(loop), loopName: loop.name, basePath: baseEnv().PATH });
+      const { marker, tracked } = await trackHostLoop(loop);
+      if (!('procsFiles' in tracked)) log.warn(`[sandbox] loop ${loop.name} runs without a process cgroup: ${tracked.reason}`);
+      const shell = await prepareAgentHostShell({
+        dir: hostShellDir(loop),
+        loopName: loop.name,
+        basePath: baseEnv().PATH,
+        loopMarker: marker,
+        ...('procsFiles' in tracked ? { cgroupProcsFiles: tracked.procsFiles } : {}),
+      });
       return { env: shell.env, config: shell.config, callsDir: shell.callsDir, shellPath: shell.shellPath };
     },
     async releaseHost(loop) {
+      const name = hostName(loop);
+      const t = hostTracking.get(name);
+      hostTracking.delete(name);
+      // Everything the agent started: its cgroup (whatever the processes did to their session or
+      // environment), then, without a cgroup, whatever still carries the loop's marker.
+      try {
+        await hostCgroups.remove(name);
+      } catch (e) {
+        log.warn(`[sandbox] ending the processes of loop ${loop.name}: ${String(e)}`);
+      }
+      if (t) signalMarkedProcesses(LOOP_PROCESS_MARKER_VARIABLE, t.marker, 'SIGKILL');
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
     },
     async prepare(loop, extras, resume) {
@@ -250,6 +294,20 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   };
 
   return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver };
+}
+
+/** The process cgroup (and agent-shell folder) of an unconfined loop: `forge-<6 hex>h-<loop>`. */
+export function hostTrackingName(sandboxPrefix: string, loopName: string): string {
+  return `${sandboxPrefix.slice(0, -1)}h-${loopName}`;
+}
+
+/** The start notice of an unconfined loop that cannot have a process cgroup: why, and what Forge does instead. */
+export function hostUntrackedNotice(reason: string): string {
+  return (
+    `This unconfined loop has no process cgroup of its own (${reason.replace(/\.$/, '')}). At its end and on cancel Forge kills the processes its agent ` +
+    'started that still carry the loop\'s marker variable (setsid, nohup and double forks keep it), but a process that clears its environment can outlive the loop. ' +
+    'Run it sandboxed, or as a user with a delegated cgroup v2, to end everything it started.'
+  );
 }
 
 /** Where a loop keeps the sandbox it started with, in its stored state. */

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { SandboxLimits } from './types';
@@ -148,6 +149,51 @@ export class SandboxCgroups {
         .catch(() => undefined);
     }
     return { procsFiles, unenforced };
+  }
+
+  /**
+   * A cgroup that only tracks processes (no limit is set): an unconfined loop's, so everything
+   * its agent starts — `setsid`, double forks and `nohup` included, whatever environment it
+   * keeps — can be found and killed (`remove`). On v2 it is `<root>/<parent>/<name>`; on v1 it
+   * lives in the pids hierarchy. A process joining it is proved once with a real child, so a
+   * cgroup that can be made but not joined (no delegation) is reported, never assumed.
+   */
+  async track(name: string): Promise<{ procsFiles: string[] } | { reason: string }> {
+    const layout = await this.layout();
+    if (layout === 'none') return { reason: `no cgroup file system at ${this.root}` };
+    const dir = layout === 'v2' ? path.join(this.root, this.parent, name) : path.join(this.root, 'pids', this.parent, name);
+    try {
+      await fs.mkdir(dir, { recursive: true });
+    } catch (e) {
+      return { reason: `cannot create the cgroup ${dir} (${errCode(e)}): Forge needs root or a cgroup (v2) delegated to this user` };
+    }
+    const procsFile = path.join(dir, 'cgroup.procs');
+    const probe = spawn('sleep', ['30'], { stdio: 'ignore' });
+    probe.on('error', () => undefined);
+    try {
+      if (!probe.pid) throw Object.assign(new Error('could not start a probe process'), { code: 'ESPAWN' });
+      await fs.writeFile(procsFile, String(probe.pid));
+      const inside = (await fs.readFile(procsFile, 'utf8')).split('\n').includes(String(probe.pid));
+      if (!inside) throw Object.assign(new Error('the probe process is not listed'), { code: 'ENOTJOINED' });
+    } catch (e) {
+      probe.kill('SIGKILL');
+      await fs.rmdir(dir).catch(() => undefined);
+      return { reason: `cannot move a process into the cgroup ${dir} (${errCode(e)}): Forge needs root or a cgroup (v2) delegated to this user` };
+    }
+    probe.kill('SIGKILL');
+    return { procsFiles: [procsFile] };
+  }
+
+  /** Names of Forge's cgroups (under `parent`, in every hierarchy) that start with `prefix`. */
+  async listByPrefix(prefix: string): Promise<string[]> {
+    const layout = await this.layout();
+    const parents = layout === 'v2' ? [path.join(this.root, this.parent)] : layout === 'v1' ? V1_CONTROLLERS.map((c) => path.join(this.root, c, this.parent)) : [];
+    const names = new Set<string>();
+    for (const parent of parents) {
+      const entries = await fs.readdir(parent, { withFileTypes: true }).catch(() => []);
+      for (const e of entries) if (e.isDirectory() && e.name.startsWith(prefix)) names.add(e.name);
+    }
+    return [...names].sort();
   }
 
   /** Out-of-memory kills recorded by the sandbox's memory cgroup, when readable. */
