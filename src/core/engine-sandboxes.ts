@@ -5,7 +5,9 @@
  * because it is the one seam of the engine that is about confinement alone.
  */
 import { randomBytes } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownerState, removeOwnerRecord, writeOwnerRecord } from './process/owner-records';
 import { SandboxCgroups } from './sandbox/cgroup';
 import { LOOP_PROCESS_MARKER_VARIABLE } from './sandbox/shell-router';
 import { signalMarkedProcesses } from './process/marked-processes';
@@ -51,6 +53,12 @@ export interface EngineSandboxes {
   mergeCheckExecutor: MergeCheckExecutorPort;
   /** The driver `forge.sandbox.driver` picks now (null: none, with the reason). */
   resolveSandboxDriver(): Promise<DriverResolution>;
+  /**
+   * Start-up cleanup (crash-cleanup.ts): this data folder's sandboxes, cgroups and agent-shell /
+   * job folders whose loop no live process owns, and merge-check sandboxes whose owner is dead.
+   * Returns what it removed and what it could not check.
+   */
+  removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }>;
 }
 
 export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes {
@@ -265,7 +273,10 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   // lists `forge-<6 hex>-`, never takes a merge sandbox for a finished loop's and removes it
   // mid-check; a leftover (a killed Forge) is replaced at the loop's next merge attempt.
   const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
-  const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, `${sandboxPrefix.slice(0, -1)}m-`, () => true);
+  const mergePrefix = `${sandboxPrefix.slice(0, -1)}m-`;
+  const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, mergePrefix, () => true);
+  /** The process running a merge's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
+  const mergeOwnerFile = (sandboxName: string) => join(shimRoot, '.owners', `${sandboxName}.json`);
   const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
     if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
     const config = await loopSandboxConfig(loop);
@@ -278,22 +289,76 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       limits: config.limits,
       image: config.image,
     };
+    const name = m.sandboxName(loop.name);
+    await writeOwnerRecord(mergeOwnerFile(name));
     try {
       await m.start(request);
     } catch (error) {
-      await m.stop(loop.name).catch(() => undefined);
+      await m.stop(loop.name).then(() => removeOwnerRecord(mergeOwnerFile(name)), () => undefined);
       throw error;
     }
-    const name = m.sandboxName(loop.name);
     log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
     return {
       exec: sandboxCheckExecutor(m.runtime, name),
       where: `in a ${config.driver} sandbox of their own`,
-      release: () => m.stop(loop.name),
+      release: async () => {
+        await m.stop(loop.name);
+        await removeOwnerRecord(mergeOwnerFile(name));
+      },
     };
   };
 
-  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver };
+  async function removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }> {
+    const removed: string[] = [];
+    const problems: string[] = [];
+    const mergeOwned = (loopName: string) => ownerState(mergeOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
+    const drivers = new Set<SandboxDriverName>(['bwrap']);
+    for (const d of driversInUse) if ((SANDBOX_DRIVER_NAMES as readonly string[]).includes(d)) drivers.add(d as SandboxDriverName);
+    for (const driver of drivers) {
+      const runtime = sandboxRuntimeFor(driver);
+      for (const [prefix, owned, what] of [
+        [sandboxPrefix, isLoopOwned, 'sandbox'],
+        [mergePrefix, mergeOwned, 'merge-check sandbox'],
+      ] as const) {
+        // A manager of its own: owned means "a live process owns it", not "its loop is marked running".
+        const m = new SandboxManager({ runtime, prefix, isLoopRunning: owned, onWarning: (message) => log.warn(`[sandbox] ${message}`) });
+        try {
+          for (const name of await m.cleanupOrphans()) {
+            removed.push(`${driver} ${what} ${name}`);
+            if (prefix === mergePrefix) await removeOwnerRecord(mergeOwnerFile(name));
+          }
+        } catch (error) {
+          problems.push(`could not check the ${driver} ${what}es (${(error as Error).message.split('\n')[0]})`);
+        }
+      }
+    }
+    // Cgroups left without a sandbox record (bwrap's own, an unconfined loop's, a merge check's).
+    const ownerOf = (name: string): boolean => {
+      const rest = name.slice(sandboxPrefix.length - 1);
+      if (rest.startsWith('-')) return isLoopOwned(rest.slice(1));
+      if (rest.startsWith('h-')) return isLoopOwned(rest.slice(2));
+      if (rest.startsWith('m-')) return mergeOwned(rest.slice(2));
+      return true; // another data folder's prefix that happens to extend ours: not ours
+    };
+    for (const name of await hostCgroups.listByPrefix(sandboxPrefix.slice(0, -1))) {
+      if (ownerOf(name)) continue;
+      try {
+        await hostCgroups.remove(name);
+        removed.push(`cgroup ${name} (its processes killed)`);
+      } catch (error) {
+        problems.push(`could not remove the cgroup ${name}: ${(error as Error).message}`);
+      }
+    }
+    // Agent shells, sandbox shims and their job records (forge_shell logs, watchdog stamps).
+    for (const entry of await readdir(shimRoot, { withFileTypes: true }).catch(() => [])) {
+      if (!entry.isDirectory() || !entry.name.startsWith(sandboxPrefix.slice(0, -1)) || ownerOf(entry.name)) continue;
+      await rm(join(shimRoot, entry.name), { recursive: true, force: true });
+      removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
+    }
+    return { removed, problems };
+  }
+
+  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned };
 }
 
 /** The process cgroup (and agent-shell folder) of an unconfined loop: `forge-<6 hex>h-<loop>`. */

@@ -74,6 +74,18 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
   const opencodeEnv: NodeJS.ProcessEnv = {};
   const log = deps.log;
 
+  /** What the engine's start removed after a killed Forge process: logged, and shown once (this window's first engine). */
+  let crashCleanupShown = false;
+  function reportCrashCleanup(report: ForgeEngine['crashCleanup']): void {
+    for (const r of report.removed) log.info(`cleaned up after a killed or crashed Forge process: removed ${r}`);
+    for (const p of report.problems) log.warn(`clean-up after a crash: ${p}`);
+    if (crashCleanupShown || report.removed.length === 0) return;
+    crashCleanupShown = true;
+    void vscode.window.showInformationMessage(
+      vscode.l10n.t('Forge cleaned up after a Forge process that was killed or crashed: it removed {0} leftover(s) (merge worktrees, sandboxes, cgroups, job records). The Forge output channel lists them.', report.removed.length),
+    );
+  }
+
   async function create(): Promise<ForgeEngine> {
     const core = await deps.loadCore();
     const settings = await deps.settings.load();
@@ -95,6 +107,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
       hostKind: 'vscode',
     });
+    reportCrashCleanup(created.crashCleanup);
     // Tried at each start of a loop of this window until it listens: a window that found another
     // process being the engine (or could not listen) becomes it at a later start once that process
     // has gone, rather than never.

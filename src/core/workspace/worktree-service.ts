@@ -8,6 +8,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
+import { sweepMergeScratch } from './merge-scratch';
 import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
@@ -503,6 +504,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
   return {
     dataDir,
+    /** Start-up cleanup: merge worktrees of dead processes, registered in `repoDirs` or not (merge-scratch.ts). */
+    sweepMergeScratch: async (repoDirs: readonly string[]) => sweepMergeScratch(git, await worktreesRoot(), repoDirs),
     worktreeDirFor,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,

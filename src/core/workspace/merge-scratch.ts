@@ -1,0 +1,83 @@
+/**
+ * The throw-away worktrees a merge without checkout makes (`<dataDir>/worktrees/.merge-…`,
+ * registered in the user's repository while they exist): each is owned by the process that
+ * made it, recorded in `.merge-owners/<name>.json` before `git worktree add`, removed after
+ * `git worktree remove`. A process killed mid-merge leaves both behind; `sweepMergeScratch`
+ * (the engine's start-up cleanup) removes those whose owner is dead — the registration in the
+ * repository and the folder — and never one whose owner may still run.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { parseWorktreeList } from './git-output';
+import type { GitRunner } from './git-runner';
+import { ownerState, removeOwnerRecord, writeOwnerRecord } from '../process/owner-records';
+
+export const MERGE_SCRATCH_PREFIX = '.merge-';
+const OWNERS_DIR = '.merge-owners';
+
+const ownerFile = (root: string, scratch: string) => path.join(root, OWNERS_DIR, `${path.basename(scratch)}.json`);
+
+/** Records this process as the owner of `scratch` (before it is made). */
+export function claimMergeScratch(root: string, scratch: string): Promise<void> {
+  return writeOwnerRecord(ownerFile(root, scratch));
+}
+
+/** After `scratch` is gone. */
+export function releaseMergeScratch(root: string, scratch: string): Promise<void> {
+  return removeOwnerRecord(ownerFile(root, scratch));
+}
+
+function isScratchName(name: string): boolean {
+  return name.startsWith(MERGE_SCRATCH_PREFIX) && name !== OWNERS_DIR;
+}
+
+/**
+ * Removes the merge worktrees under `root` whose owner is not alive: registered ones in each
+ * of `repoDirs` (`git worktree remove --force`, or their administrative folder when the
+ * folder is gone already), then unregistered folders. Returns what it removed, one line each.
+ */
+export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: readonly string[]): Promise<string[]> {
+  const removed: string[] = [];
+  const orphaned = (dir: string) => ownerState(ownerFile(root, dir)) !== 'alive';
+  for (const repoDir of new Set(repoDirs)) {
+    const listed = await git.run(repoDir, ['worktree', 'list', '--porcelain']);
+    if (listed.exitCode !== 0) continue; // a repository that is gone or unreadable: nothing of it to clean here
+    for (const entry of parseWorktreeList(listed.stdout)) {
+      if (path.dirname(entry.path) !== root || !isScratchName(path.basename(entry.path)) || !orphaned(entry.path)) continue;
+      const r = await git.run(repoDir, ['worktree', 'remove', '--force', '--force', entry.path]);
+      if (r.exitCode !== 0 && !(await removeAdminFolder(git, repoDir, entry.path))) continue;
+      await fs.rm(entry.path, { recursive: true, force: true });
+      await releaseMergeScratch(root, entry.path);
+      removed.push(`merge worktree ${entry.path} (registered in ${repoDir})`);
+    }
+  }
+  const entries = await fs.readdir(root, { withFileTypes: true }).catch(() => []);
+  for (const e of entries) {
+    const dir = path.join(root, e.name);
+    if (!e.isDirectory() || !isScratchName(e.name) || !orphaned(dir)) continue;
+    await fs.rm(dir, { recursive: true, force: true });
+    await releaseMergeScratch(root, dir);
+    removed.push(`merge worktree folder ${dir}`);
+  }
+  // Records whose worktree is gone and whose owner is dead.
+  for (const f of await fs.readdir(path.join(root, OWNERS_DIR)).catch(() => [] as string[])) {
+    const file = path.join(root, OWNERS_DIR, f);
+    if (ownerState(file) !== 'alive') await fs.rm(file, { force: true });
+  }
+  return removed;
+}
+
+/** Unregisters `worktree` (whose folder is gone) from `repoDir` by its administrative folder alone, never pruning others. */
+async function removeAdminFolder(git: GitRunner, repoDir: string, worktree: string): Promise<boolean> {
+  const common = await git.run(repoDir, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
+  if (common.exitCode !== 0) return false;
+  const adminRoot = path.join(common.stdout.trim(), 'worktrees');
+  for (const id of await fs.readdir(adminRoot).catch(() => [] as string[])) {
+    const gitdir = (await fs.readFile(path.join(adminRoot, id, 'gitdir'), 'utf8').catch(() => '')).trim();
+    if (gitdir === path.join(worktree, '.git')) {
+      await fs.rm(path.join(adminRoot, id), { recursive: true, force: true });
+      return true;
+    }
+  }
+  return false;
+}
