@@ -355,6 +355,11 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       await rm(join(shimRoot, entry.name), { recursive: true, force: true });
       removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
     }
+    // Owner records of merge-check sandboxes whose owner died after the sandbox was gone.
+    for (const f of await readdir(join(shimRoot, '.owners')).catch(() => [] as string[])) {
+      const file = join(shimRoot, '.owners', f);
+      if (ownerState(file) !== 'alive') await rm(file, { force: true });
+    }
     return { removed, problems };
   }
 

@@ -138,7 +138,9 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   const baseEnv = () => ({ ...(options.env ?? process.env) });
   const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
   // Before any loop of this process exists: what killed processes left, that no live process owns.
+  const cleanupStarted = Date.now();
   const crashCleanup = await cleanUpAfterCrash({ db, sandboxes: { removeUnowned }, worktrees });
+  log.debug(`[cleanup] leftovers of dead processes checked in ${Date.now() - cleanupStarted} ms`);
   for (const line of describeCrashCleanup(crashCleanup)) log.info(`[cleanup] ${line.trim()}`);
 
   const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
