@@ -276,7 +276,8 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   const mergePrefix = `${sandboxPrefix.slice(0, -1)}m-`;
   const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, mergePrefix, () => true);
   /** The process running a merge's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
-  const mergeOwnerFile = (sandboxName: string) => join(shimRoot, '.owners', `${sandboxName}.json`);
+  const mergeOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
+  const mergeOwnerFile = (sandboxName: string) => join(mergeOwnersDir, `${sandboxName}.json`);
   const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
     if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
     const config = await loopSandboxConfig(loop);
@@ -356,8 +357,8 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
     }
     // Owner records of merge-check sandboxes whose owner died after the sandbox was gone.
-    for (const f of await readdir(join(shimRoot, '.owners')).catch(() => [] as string[])) {
-      const file = join(shimRoot, '.owners', f);
+    for (const f of await readdir(mergeOwnersDir).catch(() => [] as string[])) {
+      const file = join(mergeOwnersDir, f);
       if (ownerState(file) !== 'alive') await rm(file, { force: true });
     }
     return { removed, problems };

@@ -161,6 +161,8 @@ export class SandboxCgroups {
   async track(name: string): Promise<{ procsFiles: string[] } | { reason: string }> {
     const layout = await this.layout();
     if (layout === 'none') return { reason: `no cgroup file system at ${this.root}` };
+    // On v1 the pids hierarchy must be a mounted cgroup (a plain folder of the tmpfs above it would "work" and track nothing).
+    if (layout === 'v1' && !(await exists(path.join(this.root, 'pids', 'cgroup.procs')))) return { reason: `no pids cgroup hierarchy at ${path.join(this.root, 'pids')}` };
     const dir = layout === 'v2' ? path.join(this.root, this.parent, name) : path.join(this.root, 'pids', this.parent, name);
     try {
       await fs.mkdir(dir, { recursive: true });

@@ -1,7 +1,7 @@
 /**
  * The throw-away worktrees a merge without checkout makes (`<dataDir>/worktrees/.merge-…`,
  * registered in the user's repository while they exist): each is owned by the process that
- * made it, recorded in `.merge-owners/<name>.json` before `git worktree add`, removed after
+ * made it, recorded in `<dataDir>/owners/merge-worktrees/<name>.json` before `git worktree add`, removed after
  * `git worktree remove`. A process killed mid-merge leaves both behind; `sweepMergeScratch`
  * (the engine's start-up cleanup) removes those whose owner is dead — the registration in the
  * repository and the folder — and never one whose owner may still run.
@@ -13,9 +13,9 @@ import type { GitRunner } from './git-runner';
 import { ownerState, removeOwnerRecord, writeOwnerRecord } from '../process/owner-records';
 
 export const MERGE_SCRATCH_PREFIX = '.merge-';
-const OWNERS_DIR = '.merge-owners';
-
-const ownerFile = (root: string, scratch: string) => path.join(root, OWNERS_DIR, `${path.basename(scratch)}.json`);
+/** Owner records live beside the worktrees root (`<dataDir>/owners/…`), never inside it: that folder holds worktrees only. */
+const ownersDir = (root: string) => path.join(path.dirname(root), 'owners', 'merge-worktrees');
+const ownerFile = (root: string, scratch: string) => path.join(ownersDir(root), `${path.basename(scratch)}.json`);
 
 /** Records this process as the owner of `scratch` (before it is made). */
 export function claimMergeScratch(root: string, scratch: string): Promise<void> {
@@ -28,7 +28,7 @@ export function releaseMergeScratch(root: string, scratch: string): Promise<void
 }
 
 function isScratchName(name: string): boolean {
-  return name.startsWith(MERGE_SCRATCH_PREFIX) && name !== OWNERS_DIR;
+  return name.startsWith(MERGE_SCRATCH_PREFIX);
 }
 
 /**
@@ -60,8 +60,8 @@ export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: 
     removed.push(`merge worktree folder ${dir}`);
   }
   // Records whose worktree is gone and whose owner is dead.
-  for (const f of await fs.readdir(path.join(root, OWNERS_DIR)).catch(() => [] as string[])) {
-    const file = path.join(root, OWNERS_DIR, f);
+  for (const f of await fs.readdir(ownersDir(root)).catch(() => [] as string[])) {
+    const file = path.join(ownersDir(root), f);
     if (ownerState(file) !== 'alive') await fs.rm(file, { force: true });
   }
   return removed;

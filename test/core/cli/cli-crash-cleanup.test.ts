@@ -147,7 +147,7 @@ describe('forge: clean-up after a SIGKILL (real CLI, real opencode, real bwrap, 
     assert.match(resumed.stderr, new RegExp(`removed: .*merge worktree ${join(worktreesDir, scratch[0]!).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(registered in `), said);
     assert.match(resumed.stderr, new RegExp(`bwrap merge-check sandbox ${prefix}m-mid-catalog`), said);
     assert.doesNotMatch(await world.repo.git('worktree', 'list'), /\.merge-/, said);
-    assert.deepEqual(readdirSync(worktreesDir).filter((n) => n.startsWith('.merge-') && n !== '.merge-owners'), [], said);
+    assert.deepEqual(readdirSync(worktreesDir).filter((n) => n.startsWith('.merge-')), [], said);
     assert.deepEqual(forgeCgroups(`${prefix}m-`), [], said);
     assert.deepEqual(processesWith(token), [], said);
     assert.equal(await world.repo.git('show', 'forge/group/mid:catalog.txt'), 'apples\n', said);

@@ -41,15 +41,18 @@ describe('crash clean-up: loop ownership', () => {
 
 describe('crash clean-up: merge worktrees (real git)', () => {
   let repo: TestRepository;
+  let dataDir: string;
   let root: string;
   const git = createGitRunner();
   before(async () => {
     repo = await createTestRepository();
-    root = realpathSync(await mkdtemp(path.join(os.tmpdir(), 'forge-merge-scratch-')));
+    dataDir = realpathSync(await mkdtemp(path.join(os.tmpdir(), 'forge-merge-scratch-')));
+    root = path.join(dataDir, 'worktrees');
+    mkdirSync(root);
   });
   after(async () => {
     await repo?.cleanup();
-    if (root) await rm(root, { recursive: true, force: true });
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   /** A process that has exited: its pid is provably dead (unless reused, which counts as alive). */
@@ -60,12 +63,13 @@ describe('crash clean-up: merge worktrees (real git)', () => {
   }
 
   it('removes the worktrees of dead owners (registered, or registered with the folder gone) and keeps a live owner\'s', async () => {
+    const owners = path.join(path.dirname(root), 'owners', 'merge-worktrees');
     const mine = path.join(root, '.merge-a-live');
     const dead = path.join(root, '.merge-b-dead');
     const gone = path.join(root, '.merge-c-gone');
     await claimMergeScratch(root, mine);
-    deadOwner(path.join(root, '.merge-owners', '.merge-b-dead.json'));
-    deadOwner(path.join(root, '.merge-owners', '.merge-c-gone.json'));
+    deadOwner(path.join(owners, '.merge-b-dead.json'));
+    deadOwner(path.join(owners, '.merge-c-gone.json'));
     for (const d of [mine, dead, gone]) await repo.git('worktree', 'add', '--detach', d, 'HEAD');
     await rm(gone, { recursive: true, force: true });
 
@@ -76,7 +80,8 @@ describe('crash clean-up: merge worktrees (real git)', () => {
     assert.doesNotMatch(list, /\.merge-b-dead|\.merge-c-gone/);
     assert.equal(existsSync(dead), false);
     assert.equal(existsSync(mine), true);
-    assert.equal(existsSync(path.join(root, '.merge-owners', '.merge-b-dead.json')), false);
+    assert.equal(existsSync(path.join(owners, '.merge-b-dead.json')), false);
+    assert.equal(existsSync(path.join(owners, '.merge-a-live.json')), true);
     // Nothing more to remove the second time.
     assert.deepEqual(await sweepMergeScratch(git, root, [repo.dir]), []);
   });
