@@ -4,7 +4,7 @@
  * (git-output.ts), read-only git questions (git-queries.ts), path checks (workspace-paths.ts)
  * and its types and constants (worktree-types.ts).
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
@@ -505,7 +505,11 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   return {
     dataDir,
     /** Start-up cleanup: merge worktrees of dead processes, registered in `repoDirs` or not (merge-scratch.ts). */
-    sweepMergeScratch: async (repoDirs: readonly string[]) => sweepMergeScratch(git, await worktreesRoot(), repoDirs),
+    // The root as it is: no merge worktree can exist where the folder does not (and ensureDataDir's durable writes cost ~0.5 s under load).
+    sweepMergeScratch: async (repoDirs: readonly string[]) => {
+      const root = await realpath(path.join(dataDir, 'worktrees')).catch(() => null);
+      return root ? sweepMergeScratch(git, root, repoDirs) : [];
+    },
     worktreeDirFor,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
