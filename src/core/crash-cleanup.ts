@@ -64,9 +64,12 @@ export async function cleanUpAfterCrash(deps: CrashCleanupDeps): Promise<CrashCl
   for (const r of rows) {
     const name = String(r.name);
     const loop: LoopOwnership = { name, status: String(r.status), supervisorId: (r.supervisor_id as string | null) ?? null, leaseExpiresAt: (r.lease_expires_at as number | null) ?? null };
-    if (loopOwnedByLiveProcess(loop, now, alive)) owned.add(name);
+    const isOwned = loopOwnedByLiveProcess(loop, now, alive);
+    if (isOwned) owned.add(name);
     if (typeof r.repo_dir === 'string' && r.repo_dir) repoDirs.add(r.repo_dir);
-    if (Number(r.sandbox) === 1) {
+    // Docker and Podman are asked only for loops a dead process left unfinished (an engine that is
+    // down would otherwise be reported at every command); bwrap's records are always read.
+    if (!isOwned && Number(r.sandbox) === 1 && ['running', 'starting', 'paused'].includes(loop.status)) {
       const driver = storedDriver(r.state);
       if (driver) drivers.add(driver);
     }
