@@ -48,6 +48,8 @@ export interface EngineHostDeps {
   containerDir: string;
   /** Environment variables holding the user's provider API keys (from SecretStorage). */
   apiKeyEnv: () => Promise<Record<string, string>>;
+  /** Shows the user a message (the extension's notifier, which records it). */
+  notify?: (message: string) => void;
 }
 
 /** `forge.dataDir` as an absolute path (`~/` expanded), or undefined when not set. */
@@ -81,9 +83,9 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
     for (const p of report.problems) log.warn(`clean-up after a crash: ${p}`);
     if (crashCleanupShown || report.removed.length === 0) return;
     crashCleanupShown = true;
-    void vscode.window.showInformationMessage(
-      vscode.l10n.t('Forge cleaned up after a Forge process that was killed or crashed: it removed {0} leftover(s) (merge worktrees, sandboxes, cgroups, job records). The Forge output channel lists them.', report.removed.length),
-    );
+    const message = vscode.l10n.t('Forge cleaned up after a Forge process that was killed or crashed: it removed {0} leftover(s) (merge worktrees, sandboxes, cgroups, job records). The Forge output channel lists them.', report.removed.length);
+    if (deps.notify) deps.notify(message);
+    else void vscode.window.showInformationMessage(message);
   }
 
   async function create(): Promise<ForgeEngine> {
