@@ -76,13 +76,11 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
   const opencodeEnv: NodeJS.ProcessEnv = {};
   const log = deps.log;
 
-  /** What the engine's start removed after a killed Forge process: logged, and shown once (this window's first engine). */
-  let crashCleanupShown = false;
+  /** What the engine's start removed after a killed Forge process: each thing logged, one notification for all of it. */
   function reportCrashCleanup(report: ForgeEngine['crashCleanup']): void {
     for (const r of report.removed) log.info(`cleaned up after a killed or crashed Forge process: removed ${r}`);
     for (const p of report.problems) log.warn(`clean-up after a crash: ${p}`);
-    if (crashCleanupShown || report.removed.length === 0) return;
-    crashCleanupShown = true;
+    if (report.removed.length === 0) return;
     const message = vscode.l10n.t('Forge cleaned up after a Forge process that was killed or crashed: it removed {0} leftover(s) (merge worktrees, sandboxes, cgroups, job records). The Forge output channel lists them.', report.removed.length);
     if (deps.notify) deps.notify(message);
     else void vscode.window.showInformationMessage(message);

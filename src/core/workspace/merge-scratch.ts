@@ -55,9 +55,11 @@ export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: 
   for (const e of entries) {
     const dir = path.join(root, e.name);
     if (!e.isDirectory() || !isScratchName(e.name) || !orphaned(dir)) continue;
+    // A repository Forge's database does not name (or no longer): its registration is found from the folder.
+    const unregistered = await unregisterThroughGitFile(dir);
     await fs.rm(dir, { recursive: true, force: true });
     await releaseMergeScratch(root, dir);
-    removed.push(`merge worktree folder ${dir}`);
+    removed.push(unregistered ? `merge worktree ${dir} (registered in ${unregistered})` : `merge worktree folder ${dir}`);
   }
   // Records whose worktree is gone and whose owner is dead.
   for (const f of await fs.readdir(ownersDir(root)).catch(() => [] as string[])) {
@@ -65,6 +67,24 @@ export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: 
     if (ownerState(file) !== 'alive') await fs.rm(file, { force: true });
   }
   return removed;
+}
+
+/**
+ * Unregisters the worktree in `dir` through its `.git` file (`gitdir: <common>/worktrees/<id>`):
+ * only when that administrative folder's own `gitdir` points back at `dir/.git`, so a rewritten
+ * `.git` file can never make Forge remove another worktree's registration. Returns the repository's
+ * git folder, or null.
+ */
+async function unregisterThroughGitFile(dir: string): Promise<string | null> {
+  const text = await fs.readFile(path.join(dir, '.git'), 'utf8').catch(() => '');
+  const m = /^gitdir: (.+)$/m.exec(text);
+  if (!m) return null;
+  const admin = path.resolve(dir, m[1]!.trim());
+  if (path.basename(path.dirname(admin)) !== 'worktrees') return null;
+  const back = (await fs.readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
+  if (back !== path.join(dir, '.git')) return null;
+  await fs.rm(admin, { recursive: true, force: true });
+  return path.dirname(path.dirname(admin));
 }
 
 /** Unregisters `worktree` (whose folder is gone) from `repoDir` by its administrative folder alone, never pruning others. */

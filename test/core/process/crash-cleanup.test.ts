@@ -85,4 +85,14 @@ describe('crash clean-up: merge worktrees (real git)', () => {
     // Nothing more to remove the second time.
     assert.deepEqual(await sweepMergeScratch(git, root, [repo.dir]), []);
   });
+
+  it('unregisters a dead owner\'s worktree of a repository it was not told about, through its .git file', async () => {
+    const orphan = path.join(root, '.merge-d-unknown');
+    deadOwner(path.join(path.dirname(root), 'owners', 'merge-worktrees', '.merge-d-unknown.json'));
+    await repo.git('worktree', 'add', '--detach', orphan, 'HEAD');
+    const removed = await sweepMergeScratch(git, root, []);
+    assert.deepEqual(removed, [`merge worktree ${orphan} (registered in ${realpathSync(path.join(repo.dir, '.git'))})`]);
+    assert.doesNotMatch(await repo.git('worktree', 'list', '--porcelain'), /\.merge-d-unknown/);
+    assert.equal(existsSync(orphan), false);
+  });
 });
