@@ -68,6 +68,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
     assetsDir: distDir,
     containerDir: path.join(context.extensionUri.fsPath, 'container'),
     apiKeyEnv: () => apiKeys.environment(),
+    notify: (message) => void notifier.info(message),
   });
   disposeEngine = () => engine.dispose();
   const projects = disposable(createWorkspaceProjects(log.child('projects')));

@@ -116,7 +116,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
   const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
-  return createForgeEngine({
+  const engine = await createForgeEngine({
     dataDir,
     settings: () => settings,
     log: {
@@ -133,6 +133,11 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     // Commands that only read must leave the data folder as they found it, damaged files included.
     readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
   });
+  // What the engine's start removed after a killed Forge process (on stderr: stdout stays the command's).
+  const { removed, problems } = engine.crashCleanup;
+  if (removed.length > 0) err(`forge: cleaned up after a Forge process that was killed or crashed; removed: ${removed.join('; ')}`);
+  for (const p of problems) err(`forge: warning: clean-up after a crash: ${p}`);
+  return engine;
 }
 
 /** `forge check`: the plan's problems, one per line (or one JSON object); exit 2 when any is an error. */

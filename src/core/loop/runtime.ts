@@ -66,7 +66,12 @@ export interface LoopSandboxPort {
   prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<PreparedAgentShell>;
   /** An unconfined loop's agent shell (secrets dropped, push refused): what the opencode server needs. */
   prepareHost(loop: LoopRow): Promise<PreparedAgentShell>;
-  /** Removes an ended unconfined loop's agent shell. */
+  /**
+   * An unconfined loop's process cgroup, made at its start: null when it has one, else the
+   * start notice saying it cannot be had and what Forge does instead.
+   */
+  trackHost?(loop: LoopRow): Promise<string | null>;
+  /** Removes an ended unconfined loop's agent shell and kills every process its agent left (its cgroup). */
   releaseHost(loop: LoopRow): Promise<void>;
   /** Fails with a clear message when the loop's sandbox is gone. */
   check(loop: LoopRow): Promise<void>;
@@ -370,6 +375,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         repos.loops.delete(ref.projectId, ref.name);
         throw new LoopRuntimeError('sandbox', `The sandbox could not start, so the loop was not started: ${(error as Error).message}`);
       }
+    }
+    if (!sandbox && deps.sandbox?.trackHost) {
+      const notice = await deps.sandbox.trackHost(repos.loops.get(ref.projectId, ref.name)!);
+      if (notice) notices.push(notice);
     }
     timing.mark(sandbox ? 'stored, sandbox' : 'stored');
     deps.log.debug(`[loop ${ref.name}] started in ${timing.total()} ms: ${timing.summary()}`);

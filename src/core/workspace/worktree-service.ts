@@ -4,11 +4,12 @@
  * (git-output.ts), read-only git questions (git-queries.ts), path checks (workspace-paths.ts)
  * and its types and constants (worktree-types.ts).
  */
-import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
 import { createWorktreeGitDirs, removeNestedRepository, type WorktreeIntegrityProblem } from './worktree-git-dirs';
+import { sweepMergeScratch } from './merge-scratch';
 import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
@@ -585,6 +586,12 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
   return {
     dataDir,
+    /** Start-up cleanup: merge worktrees of dead processes, registered in `repoDirs` or not (merge-scratch.ts). */
+    // The root as it is: no merge worktree can exist where the folder does not (and ensureDataDir's durable writes cost ~0.5 s under load).
+    sweepMergeScratch: async (repoDirs: readonly string[]) => {
+      const root = await realpath(path.join(dataDir, 'worktrees')).catch(() => null);
+      return root ? sweepMergeScratch(git, root, repoDirs) : [];
+    },
     worktreeDirFor,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,

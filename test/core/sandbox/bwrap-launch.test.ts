@@ -16,7 +16,7 @@ import {
   type HostPathKind,
 } from '../../../src/core/sandbox/bwrap-args';
 import { bwrapVersionTooOld, BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
-import { cgroupJoinStrategy, cgroupMountOptionsOf, readCgroupJoinFacts, SandboxCgroups, type CgroupJoinStrategy } from '../../../src/core/sandbox/cgroup';
+import { cgroupJoinStrategy, cgroupMountOptionsOf, ownCgroupV2Path, readCgroupJoinFacts, SandboxCgroups, type CgroupJoinStrategy } from '../../../src/core/sandbox/cgroup';
 import type { SandboxSpec } from '../../../src/core/sandbox/types';
 
 const spec: SandboxSpec = { name: 'forge-demo', worktreeDir: '/data/wt', gitCommonDir: '/data/repo/.git', network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } };
@@ -129,6 +129,12 @@ describe('cgroup join strategy (pure)', () => {
       ['rw', 'relatime', 'favordynmods'],
     ]);
     assert.deepEqual(cgroupMountOptionsOf('cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0', '/sys/fs/cgroup'), [['rw', 'nsdelegate']]);
+  });
+
+  it('reads this process\'s own cgroup v2 (where an unconfined loop\'s cgroup can be delegated) from /proc/self/cgroup', () => {
+    assert.equal(ownCgroupV2Path('0::/user.slice/user-1000.slice/user@1000.service/app.slice/code.scope\n'), '/user.slice/user-1000.slice/user@1000.service/app.slice/code.scope');
+    assert.equal(ownCgroupV2Path('9:name=systemd:/\n4:memory:/x\n0::/\n'), '/');
+    assert.equal(ownCgroupV2Path('4:memory:/x\n'), null);
   });
 
   it('reads the host\'s facts from files, and takes unreadable ones as "not cheap"', () => {
