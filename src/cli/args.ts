@@ -12,7 +12,7 @@ export const USAGE = `Usage:
   forge goal "TEXT"      [options]   run a goal loop (no sections, no final audit)
   forge plan "REQUEST"   [--out FILE] [--model P/M]
                                      the read-only architect drafts a plan of record
-                                     (default file: ./forge-plan-ID.md)
+                                     (default file: DATA/plans/forge-plan-ID.md)
   forge plan --continue ID "ANSWER"  answer the architect / ask for changes, in the
                                      same session (rewrites the draft's file)
   forge group PRD.md     [--name ID] [--max-concurrent N] [--launch]

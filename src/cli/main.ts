@@ -164,8 +164,8 @@ async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command
             repoPath: cmd.repo,
             request: cmd.request,
             model: cmd.model,
-            // Default: a file in the current folder, named after the draft (forge-plan-ID.md).
-            ...(cmd.outPath ? { outPath: resolve(cmd.outPath) } : { outDir: process.cwd() }),
+            // Default: the data folder's plans/forge-plan-ID.md (outside the working tree), as in VS Code.
+            ...(cmd.outPath ? { outPath: resolve(cmd.outPath) } : {}),
             signal: abort.signal,
             onProgress,
           })
