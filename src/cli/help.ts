@@ -143,7 +143,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
   completion: {
     summary: 'print a bash completion script',
     forms: [{ usage: 'forge completion', options: [], example: ['completion'] }],
-    notes: ['bash: source <(forge completion)   (or save it under ~/.local/share/bash-completion/completions/forge)', 'zsh: autoload -U bashcompinit && bashcompinit && source <(forge completion)'],
+    notes: ['bash: source <(forge completion)   (or save it under ~/.local/share/bash-completion/completions/forge)', 'zsh, through its bash compatibility (not tested by Forge): autoload -U bashcompinit && bashcompinit && source <(forge completion)'],
   },
 };
 
