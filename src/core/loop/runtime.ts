@@ -25,7 +25,6 @@ import {
   explicitLoopName,
   isWorkspaceError,
   loopNameFromPlan,
-  loopTeardownMessage,
   slugifyLoopName,
   uniqueLoopName,
   workingTreeChangesNotice,
@@ -37,6 +36,7 @@ import {
 import { isProcessAlive } from '../storage/cross-process-lock';
 import { confinementRequest, decideConfinement, type Confinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
+import { loopAbout, teardownMessageWriter } from './loop-teardown';
 import { supervisorOf } from './lease-holder';
 import { projectIdFor } from './project';
 import { stepTimer } from './step-timer';
@@ -412,7 +412,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     stopOrphanedOpencode(ref, extras);
     if (loop.worktreeDir) {
       await deps.worktrees
-        .commitAll(loop.worktreeDir, loopTeardownMessage(loop.name, 'cancelled', extras.loopState.iteration))
+        .commitAll(loop.worktreeDir, teardownMessageWriter(loop.name, 'cancelled', extras.loopState.iteration, loopAbout(repos, ref, extras.loopState.sectionIndex)))
         .catch(() => null);
     }
     deps.db.transaction((tx) => {

@@ -23,7 +23,7 @@ import { LOOP_PROCESS_MARKER_VARIABLE } from './shell-router';
  *
  * It is not a sandbox: the agent runs as the user, can write wherever the user can, and can
  * read the environment of the user's processes, opencode's among them, through /proc. The
- * README says so, and every surface calls such a loop unconfined.
+ * docs/sandbox.md says so, and every surface calls such a loop unconfined.
  */
 
 export const AGENT_SHELL_NAME = 'forge-agent-shell';

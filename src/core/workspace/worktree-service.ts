@@ -13,6 +13,7 @@ import { sweepMergeScratch } from './merge-scratch';
 import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
+import { stagedFromNameStatus, type StagedChanges } from './checkpoint-message';
 import { firstLine, parseNameStatus } from './git-output';
 import { branchCommit, branchCommits, identityConfig, listWorktrees } from './git-queries';
 import { isInside, pathExists } from './workspace-paths';
@@ -387,13 +388,15 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * artefact folders) and commits it. Returns the new commit's sha, or null
    * when there was nothing to commit. `likelyClean` (a loop's last commit, often after a
    * checkpoint that took everything): ask git's status first, one process when it is clean.
+   * `message` may be written from what the commit holds (checkpoint-message.ts): one more git
+   * process (diff --cached) names its paths.
    */
-  async function commitAll(worktreeDirInput: string, message: string, options: CommitAllOptions = {}): Promise<string | null> {
+  async function commitAll(worktreeDirInput: string, messageOrWriter: string | ((changes: StagedChanges) => string), options: CommitAllOptions = {}): Promise<string | null> {
     const worktreeDir = await assertLoopFolder(worktreeDirInput);
     if (!(await pathExists(worktreeDir))) {
       throw new WorkspaceError('missing_worktree', `The loop's worktree ${worktreeDir} is gone; there is nothing to commit. Restart the loop to recreate it from its branch.`);
     }
-    if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
+    if (typeof messageOrWriter === 'string' && messageOrWriter.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
 
     // Checkpoints sit between two agent sessions, so every git process here delays the next
     // prompt: the common case is two, add and commit.
@@ -427,6 +430,14 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
       }
+    }
+    let message: string;
+    if (typeof messageOrWriter === 'string') message = messageOrWriter;
+    else {
+      // The index, not add's list: an agent may have staged (git rm, git mv) before this add.
+      const staged = stagedFromNameStatus(parseNameStatus(await git.ok(worktreeDir, ['diff', '--cached', '--name-status', '-z', '--no-renames', ...pathspec])));
+      message = messageOrWriter(staged);
+      if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
     }
     // No automatic `git maintenance` after a checkpoint (git starts one from every commit): it
     // would hold up the next prompt; the user's own next commit in the repository runs it.

@@ -1,6 +1,6 @@
 /**
  * The agent shell of an unconfined loop (src/core/sandbox/host-shell.ts), run for real: bash,
- * git, a local bare remote. What the README promises for unconfined loops is checked here
+ * git, a local bare remote. What docs/sandbox.md promises for unconfined loops is checked here
  * command by command, and end to end by test/core/loop/loop-hostile.test.ts.
  */
 import { strict as assert } from 'node:assert';

@@ -22,10 +22,14 @@ describe('workspace: commits on the loop branch', () => {
   it('stages everything (new, modified, deleted) and returns the commit sha', async () => {
     box.write(loop.worktreeDir, { 'new.txt': 'new\n', 'README.md': '# changed\n', 'deep/nested/file.ts': 'x' });
     box.git(loop.worktreeDir, 'rm', '-q', 'old.txt');
-    const sha = await service.commitAll(loop.worktreeDir, sectionCheckpointMessage(1, 'First section'));
+    const sha = await service.commitAll(loop.worktreeDir, (changes) => sectionCheckpointMessage({ number: 1, title: 'First section', loopName: 'committer', changes }));
     assert.ok(sha);
     assert.equal(sha, box.git(loop.worktreeDir, 'rev-parse', 'HEAD'));
-    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%s'), 'section 1: First section');
+    // The message names what the commit holds, also what was staged before (git rm).
+    assert.equal(
+      box.git(loop.worktreeDir, 'log', '-1', '--format=%B'),
+      'First section\n\nChanges README.md, deep/nested/file.ts and new.txt; removes old.txt.\n\nSection 1 of Forge loop committer, approved by its auditor.',
+    );
     assert.equal(box.git(loop.worktreeDir, 'show', '--name-status', '--format=', 'HEAD'), 'M\tREADME.md\nA\tdeep/nested/file.ts\nA\tnew.txt\nD\told.txt');
     assert.equal(box.git(loop.worktreeDir, 'status', '--porcelain'), '');
     // Only the loop branch moved.
@@ -108,8 +112,16 @@ describe('workspace: commits on the loop branch', () => {
 
   it('writes multi-line teardown messages verbatim', async () => {
     box.write(loop.worktreeDir, { 'a.txt': 'a' });
-    await service.commitAll(loop.worktreeDir, loopTeardownMessage('committer', 'completed', 3, 'Summary of the work.'));
-    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%B'), 'loop: committer completed after 3 iterations\n\nSummary of the work.');
+    await service.commitAll(loop.worktreeDir, loopTeardownMessage({ loopName: 'committer', reason: 'completed', iterations: 3, objective: 'Summarise the work.', sectionTitle: null, changes: { changed: ['a.txt'], removed: [] } }));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%B'), 'Summarise the work\n\nChanges a.txt.\n\nForge loop committer completed after 3 iterations.');
+  });
+
+  it('names what the agent staged itself when the working tree adds nothing', async () => {
+    box.write(loop.worktreeDir, { 'staged.txt': 's' });
+    box.git(loop.worktreeDir, 'mv', 'old.txt', 'moved.txt');
+    box.git(loop.worktreeDir, 'add', 'staged.txt');
+    await service.commitAll(loop.worktreeDir, (changes) => sectionCheckpointMessage({ number: 2, title: 'Move it', loopName: 'committer', changes }));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%b').split('\n')[0], 'Changes moved.txt and staged.txt; removes old.txt.');
   });
 
   it('runs no hook of the repository on a loop\'s commit (issue 26: the worktree is hostile input)', async () => {
