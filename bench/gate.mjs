@@ -17,14 +17,18 @@
 // check process itself. Medians over --runs rounds after --warmup rounds; load average from
 // /proc/loadavg at start and end.
 //
-//   node bench/gate.mjs [--runs 5] [--warmup 1] [--modes host,bwrap]
+//   node bench/gate.mjs [--runs 5] [--warmup 1] [--modes host,bwrap] [--quick] [--timeout S]
+// (--quick: one round of bwrap plain and gated, no warm-up)
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { benchRun, median as medianOf, stringArg } from './bench-common.mjs';
 
+const bench = benchRun('bench:gate', { timeoutS: 3600, quickTimeoutS: 300 });
+bench.step('load the engine');
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const load = (file) => import(path.join(root, file));
@@ -37,13 +41,10 @@ const { writeOpencodeTestEnvironment, MOCK_MODEL } = await load('test/support/op
 const { sessionScript } = await load('test/support/loop-harness.ts');
 const { sandboxTestTempRoot } = await load('test/support/sandbox-fixtures.ts');
 
-const argOf = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const RUNS = Math.max(1, Number(argOf('runs', '5')));
-const WARMUP = Math.max(0, Number(argOf('warmup', '1')));
-const MODES = argOf('modes', 'host,bwrap').split(',');
+const RUNS = bench.quick ? 1 : Math.max(1, Number(stringArg('runs', '5')));
+const WARMUP = bench.quick ? 0 : Math.max(0, Number(stringArg('warmup', '1')));
+// Quick: bwrap only (the gate's checks in a sandbox: the longer path), plain and gated.
+const MODES = stringArg('modes', bench.quick ? 'bwrap' : 'host,bwrap').split(',');
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const loadAtStart = loadavg();
 
@@ -79,12 +80,7 @@ true
 \`\`\`
 `;
 
-const median = (xs) => {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
+const median = (xs) => (xs.length === 0 ? NaN : medianOf(xs));
 
 /** Coder writes its file and hands off; audits are clean (as in bench/loop-overhead.mjs). */
 const script = (dirOf) =>
@@ -109,13 +105,18 @@ const makeRepo = (prefix) => {
   return dir;
 };
 
+bench.step('set up the scripted model, opencode home and repository');
 const model = await startScriptedModel();
+bench.cleanup(() => model.close());
 const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+bench.cleanup(() => env.cleanup());
 const repo = makeRepo('forge-bench-gate-repo-');
+bench.cleanup(() => rmSync(repo, { recursive: true, force: true }));
 // A fresh opencode home installs its plugin once and holds shutdowns until done (see
 // bench/loop-overhead.mjs): let that finish before measuring.
 if (!existsSync(path.join(env.env.XDG_CONFIG_HOME, 'opencode', 'package-lock.json'))) {
   const configDir = path.join(env.env.XDG_CONFIG_HOME, 'opencode');
+  bench.step("opencode's one-time plugin install in a fresh home", 'package-lock.json in its config folder (180 s at most)');
   const server = await startOpencodeProcess({ binaryPath: resolveOpencodeBinary(), cwd: repo, baseEnv: { ...process.env, ...env.env } });
   const t0 = performance.now();
   while (!existsSync(path.join(configDir, 'package-lock.json')) && performance.now() - t0 < 180_000) await new Promise((r) => setTimeout(r, 250));
@@ -123,6 +124,8 @@ if (!existsSync(path.join(env.env.XDG_CONFIG_HOME, 'opencode', 'package-lock.jso
   console.error(`opencode's one-time plugin install in a fresh home: ${(performance.now() - t0).toFixed(0)} ms`);
 }
 const dataDir = mkdtempSync(path.join(tmpRoot, 'forge-bench-gate-data-'));
+bench.cleanup(() => rmSync(dataDir, { recursive: true, force: true }));
+bench.step('start the engine', 'createForgeEngine');
 
 const sandboxSettings = {
   host: { 'forge.sandbox.enabled': false },
@@ -143,6 +146,7 @@ const engine = await createForgeEngine({
   opencodeExtraEnv: env.env,
   onLoopTiming: (m) => marks.push(m),
 });
+bench.cleanup(() => engine.close());
 engine.runtime.subscribe((e) => events.push({ e, at: performance.now() }));
 
 /**
@@ -162,6 +166,7 @@ async function run(mode, gated) {
   const sandboxed = started.confinement.sandboxed ? started.confinement.driver : 'none';
   if ((mode === 'host') !== (sandboxed === 'none')) throw new Error(`${mode} run got confinement ${JSON.stringify(started.confinement)}`);
   worktree = engine.runtime.get(ref).worktreeDir;
+  bench.waiting(`the end of loop "${ref.name}" (${mode}, ${gated ? 'gated' : 'plain'})`);
   const end = await engine.runtime.waitForEnd(ref);
   const total = performance.now() - t0;
   if (end.type !== 'loop.ended' || end.status !== 'completed') throw new Error(`${mode} ${gated ? 'gated' : 'plain'} loop did not complete: ${JSON.stringify(end)}`);
@@ -193,6 +198,7 @@ try {
   for (let i = 0; i < WARMUP + RUNS; i++) {
     const line = [];
     for (const v of VARIANTS) {
+      bench.step(`${i < WARMUP ? 'warm-up' : `run ${i - WARMUP + 1}`}: ${v.mode} ${v.gated ? 'gated' : 'plain'} loop`, 'the loop to start');
       const r = await run(v.mode, v.gated);
       if (r.handOvers.length !== 3) throw new Error(`expected 3 auditor hand-overs, got ${JSON.stringify(r.handOvers)}`);
       if (v.gated && r.checks.length !== 5) throw new Error(`expected 5 check runs (1 + 1 + 3), got ${r.checks.length}`);
@@ -202,6 +208,7 @@ try {
     console.error(`${i < WARMUP ? 'warm-up' : `run ${i - WARMUP + 1}`}: ${line.join(', ')}; load ${loadavg()}`);
   }
 } finally {
+  bench.waiting('the engine to close (clean-up after this step)');
   await engine.close().catch((e) => console.error(String(e)));
   await model.close();
   await env.cleanup();
@@ -215,7 +222,7 @@ const TRANSITIONS = [
 ];
 const f = (x, w = 9) => (Number.isFinite(x) ? x.toFixed(1) : '-').padStart(w);
 console.log(`gate overhead (opencode ${execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim()}, ${new Date().toISOString()}, ${RUNS} runs + ${WARMUP} warm-up, medians in ms)`);
-console.log(`load average at start ${loadAtStart}, at end ${loadavg()}`);
+console.log(`load average at start ${loadAtStart}, at end ${loadavg()}${bench.quick ? '; QUICK MODE (one run, no warm-up): not representative' : ''}`);
 console.log('plain: the plan without checks; gated: `Verify: true` per section + ```sh true``` in ## Verification (final gate runs all 3)');
 console.log(`${'mode'.padEnd(6)} ${'auditor idle → …'.padEnd(36)} ${'plain'.padStart(9)} ${'gated'.padStart(9)} ${'+gate'.padStart(9)} ${'ratio'.padStart(7)} ${'checks'.padStart(7)} ${'check ms'.padStart(9)} ${'→checked'.padStart(9)}`);
 for (const mode of MODES) {
@@ -241,4 +248,5 @@ for (const mode of MODES) {
 console.log('+gate = gated − plain (medians); check ms = the check log\'s durations of that gate\'s runs, summed per loop, median;');
 console.log('→checked = auditor idle → the gate\'s last check in the log (the rest of "gated" is the checkpoint commit, which a gated section');
 console.log('cannot make early while the auditor winds down, and the next prompt or the teardown)');
+bench.done();
 process.exit(0);

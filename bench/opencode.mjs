@@ -4,14 +4,17 @@
 // model (promptAsync to the session's idle event), text-only and with one Forge MCP tool call.
 // Median of several runs; prints a table. The loop-overhead benchmark divides by these.
 //
-//   node bench/opencode.mjs [--starts 5] [--prompts 10]
+//   node bench/opencode.mjs [--starts 5] [--prompts 10] [--quick] [--timeout S]
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { benchRun, median, numberArg } from './bench-common.mjs';
 
+const run = benchRun('bench:opencode', { timeoutS: 1200, quickTimeoutS: 180 });
+run.step('load the modules');
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const load = (file) => import(path.join(root, file));
@@ -24,23 +27,18 @@ const { startScriptedModel, text, toolCall } = await load('src/core/opencode/scr
 const { writeOpencodeTestEnvironment, MOCK_PROVIDER_ID, MOCK_MODEL_ID } = await load('test/support/opencode-test-env.ts');
 const { createRecordingToolBackend } = await load('test/support/recording-tool-backend.ts');
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const STARTS = arg('starts', 5);
-const PROMPTS = arg('prompts', 10);
+const STARTS = run.quick ? 1 : numberArg('starts', 5);
+const PROMPTS = run.quick ? 1 : numberArg('prompts', 10);
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const now = () => Number(process.hrtime.bigint()) / 1e6;
 
+run.step('set up the scripted model, opencode home and repository');
 const model = await startScriptedModel();
+run.cleanup(() => model.close());
 const env = await writeOpencodeTestEnvironment({ modelBaseURL: model.baseURL });
+run.cleanup(() => env.cleanup());
 const repo = mkdtempSync(path.join(tmpdir(), 'forge-bench-repo-'));
+run.cleanup(() => rmSync(repo, { recursive: true, force: true }));
 const gitEnv = { ...process.env, GIT_AUTHOR_NAME: 'b', GIT_AUTHOR_EMAIL: 'b@b', GIT_COMMITTER_NAME: 'b', GIT_COMMITTER_EMAIL: 'b@b' };
 writeFileSync(path.join(repo, 'README.md'), '# bench\n');
 execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo, env: gitEnv });
@@ -59,6 +57,7 @@ try {
   const forgeConfig = buildForgeOpencodeConfig({ prompts, toolServer: scope.mcpEntry });
   const binaryPath = resolveOpencodeBinary();
   for (let i = 0; i < STARTS; i++) {
+    run.step(`cold start ${i + 1} of ${STARTS}`, 'opencode to answer its first request, then to stop');
     const t0 = now();
     let tListening;
     const proc = await startOpencodeProcess({
@@ -80,8 +79,9 @@ try {
   rows.push(['cold start: spawn → first answer (health + config)', ready]);
 
   // Prompt round-trips on one running server.
+  run.step(`prompt round-trips (1 + ${PROMPTS} text, ${PROMPTS} with a tool call)`, 'the server to start');
   const opencode = await startLoopOpencode({ loopName: 'bench-prompts', worktreeDir: repo, toolServer, prompts, extraEnv: env.env });
-  cleanups.push(() => opencode.stop());
+  cleanups.push(run.cleanup(() => opencode.stop()));
   const client = opencode.client;
   const idles = new Map();
   client.subscribe((event) => {
@@ -91,6 +91,7 @@ try {
     model.enqueue(...steps);
     const done = new Promise((resolve) => idles.set(sessionId, resolve));
     const t0 = now();
+    run.waiting(`session ${sessionId} to go idle after a prompt`);
     await client.promptAsync({ sessionId, text: 'go', agent: FORGE_AGENT_NAMES.code });
     await done;
     return now() - t0;
@@ -111,6 +112,7 @@ try {
   for (let i = 0; i < PROMPTS; i++) withTool.push(await roundTrip(id, [toolCall('forge_review_read', {}), text('ok')]));
   rows.push(['warm prompt round-trip (one Forge MCP tool call)', withTool]);
 } finally {
+  run.waiting('the servers to stop (clean-up after this step)');
   for (const c of cleanups.reverse()) await c().catch(() => undefined);
   await toolServer.close();
   await model.close();
@@ -119,9 +121,10 @@ try {
 }
 
 const fmt = (x) => x.toFixed(0).padStart(8);
-console.log(`opencode baseline (opencode ${execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim()}, ${new Date().toISOString()})`);
+console.log(`opencode baseline (opencode ${execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim()}, ${new Date().toISOString()})${run.quick ? ' QUICK MODE: not representative' : ''}`);
 console.log(`${'measure'.padEnd(52)} ${'runs'.padStart(4)} ${'median ms'.padStart(9)} ${'min'.padStart(8)} ${'max'.padStart(8)}`);
 for (const [name, xs] of rows) {
   console.log(`${name.padEnd(52)} ${String(xs.length).padStart(4)} ${fmt(median(xs)).padStart(9)} ${fmt(Math.min(...xs))} ${fmt(Math.max(...xs))}`);
 }
+run.done();
 process.exit(0);

@@ -33,7 +33,11 @@
 // every CLI's output.
 //
 //   node bench/parallel.mjs [--n 1,2,4,8,16] [--runs 1] [--mode per-loop,shared,shared-warm] [--warmup 1]
-//                           [--timeout-min 15] [--no-sandbox] [--log DIR]
+//                           [--timeout-min 15] [--no-sandbox] [--log DIR] [--quick] [--timeout S]
+//
+// --quick (what `npm test` runs): N = 2 in the shared mode (the second loop handed over to the first
+// CLI's engine, on its shared server), no warm-up, the CLI rebuilt only when missing; --timeout is
+// the whole run's limit (--timeout-min each step's).
 //
 // --log DIR keeps every CLI's output, each line prefixed with the milliseconds since the step's first
 // spawn (DIR/<loop name>.log, whose first line says when that CLI was spawned; a handed-over
@@ -239,7 +243,9 @@ async function main() {
   const { performance } = await import('node:perf_hooks');
   const { fileURLToPath } = await import('node:url');
   const { register } = await import('tsx/esm/api');
-  const { loadNow, median, numberArg } = await import('./bench-common.mjs');
+  const { benchRun, loadNow, median, numberArg } = await import('./bench-common.mjs');
+  const bench = benchRun('bench:parallel', { timeoutS: 4 * 3600, quickTimeoutS: 300 });
+  bench.step('load the modules');
 
   // Keeps the event loop alive while awaiting work that holds no handle of its own.
   const keepAlive = setInterval(() => {}, 60_000);
@@ -252,13 +258,13 @@ async function main() {
     const i = process.argv.indexOf(`--${name}`);
     return (i > 0 ? process.argv[i + 1] ?? '' : fallback).split(',').map((s) => s.trim()).filter(Boolean);
   };
-  const NS = listArg('n', '1,2,4,8,16').map(Number);
+  const NS = listArg('n', bench.quick ? '2' : '1,2,4,8,16').map(Number);
   if (NS.some((n) => !Number.isInteger(n) || n < 1 || n > 64)) {
     console.error(`--n takes a comma-separated list of whole numbers from 1 to 64, e.g. 1,2,4,8,16 (got ${listArg('n', '').join(',')})`);
     process.exit(2);
   }
   const RUNS = Math.max(1, numberArg('runs', 1));
-  const WARMUP = Math.max(0, numberArg('warmup', 1));
+  const WARMUP = bench.quick ? 0 : Math.max(0, numberArg('warmup', 1));
   const TIMEOUT_MS = Math.max(1, numberArg('timeout-min', 15)) * 60_000;
   const NO_SANDBOX = process.argv.includes('--no-sandbox');
   const LOG_DIR = listArg('log', '')[0] ? path.resolve(listArg('log', '')[0]) : null;
@@ -288,7 +294,7 @@ async function main() {
       staggered: true,
     },
   };
-  const modes = listArg('mode', 'per-loop,shared,shared-warm');
+  const modes = listArg('mode', bench.quick ? 'shared' : 'per-loop,shared,shared-warm');
   for (const m of modes) {
     if (!MODES[m]) {
       console.error(`--mode: unknown mode "${m}" (known: ${Object.keys(MODES).join(', ')})`);
@@ -301,7 +307,8 @@ async function main() {
   }
 
   const cli = path.join(root, 'dist/cli.mjs');
-  if (!existsSync(cli) || process.env.FORGE_BENCH_REBUILD !== '0') {
+  if (!existsSync(cli) || (process.env.FORGE_BENCH_REBUILD ?? (bench.quick ? '0' : '1')) !== '0') {
+    bench.step('build dist/ (esbuild.mjs)');
     execFileSync(process.execPath, [path.join(root, 'esbuild.mjs')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   }
   const opencodeVersion = execFileSync(resolveOpencodeBinary(), ['--version']).toString().trim();
@@ -351,6 +358,11 @@ async function main() {
   };
   let worker;
   let interrupted = false;
+  bench.cleanup(async () => {
+    await stopLoops(5_000);
+    removeCgroups(loopNames);
+    removeDirs();
+  });
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     process.on(sig, () => {
       if (interrupted) {
@@ -387,6 +399,7 @@ async function main() {
   mkdirSync(configDir, { recursive: true });
   writeFileSync(path.join(configDir, 'opencode.json'), JSON.stringify({ $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled' }, null, 2));
   // opencode's one-time plugin install in a fresh home, done once and kept (as the tests do).
+  bench.step("seed opencode's plugin install in the bench's home");
   const seeded = await seedOpencodeConfigDependencies(configDir);
   if (!seeded) console.error('opencode\'s plugin install could not be seeded: the first opencode start installs it (the warm-up loop pays for it).');
   const baseEnv = { ...process.env, ...ocEnv, FORGE_LOG: 'debug' };
@@ -413,6 +426,7 @@ async function main() {
 
   /** One step: N loops at once in `mode`; what it measured. */
   async function step(mode, n, label) {
+    bench.step(`[${mode}] N=${n} (${label})`, `${n} forge run process(es) to start, run their loop and exit (each step at most ${TIMEOUT_MS / 60_000} min)`);
     const world = makeWorld();
     const marker = randomBytes(8).toString('hex');
     currentMarker = marker;
@@ -624,5 +638,7 @@ async function main() {
   }
   console.log('');
   console.log('Targets (issue 14, for the shared mode): per extra loop ≤ 100 MB, first prompt of the 2nd and later loops < 500 ms, 16 of 16 completed.');
+  if (bench.quick) console.log('QUICK MODE (N = 2, shared, no warm-up): figures not representative');
+  bench.done();
   process.exit(rows.some((r) => r.failed) ? 1 : 0);
 }

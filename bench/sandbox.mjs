@@ -8,31 +8,48 @@
 // from other processes hits both alike. Prints a table.
 //
 //   node bench/sandbox.mjs [--runs 20] [--lifecycle 5] [--drivers docker,podman,bwrap,msb]
+//   node bench/sandbox.mjs --git-checkpoint [--runs 40]   (Forge's hardened git per checkpoint only)
+//                          [--joins overlapped,before-exec[,none]] [--quick] [--timeout S]
 //
+// bwrap is measured once per cgroup join strategy (cgroup.ts), both in the same run; the note
+// says which one this host picks. Its `cgroup join alone` row is a bash writing its own pid into
+// the sandbox's `cgroup.procs` files (what before-exec adds to each command, unhidden). `none`
+// adds bwrap without any cgroup (limits not enforced): what the sandbox costs without a join.
+// --quick (what `npm test` runs): docker, podman and bwrap, 2 samples, 1 lifecycle.
 // Docker is reached through DOCKER_HOST, or the private daemon of scripts/prereqs/docker.sh
-// when its socket exists. Drivers that are not available are listed as skipped.
+// when its socket exists. Drivers that are not available are listed as skipped (under CI=true
+// the run fails instead).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { benchRun, stringArg } from './bench-common.mjs';
 
+const bench = benchRun('bench:sandbox', { timeoutS: 3600, quickTimeoutS: 300 });
+bench.step('load the modules');
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const sandbox = await import(path.join(root, 'src/core/sandbox/index.ts'));
 const { runCommand } = await import(path.join(root, 'src/core/sandbox/process.ts'));
-const { SandboxCgroups } = await import(path.join(root, 'src/core/sandbox/cgroup.ts'));
+const { SandboxCgroups, readCgroupJoinFacts } = await import(path.join(root, 'src/core/sandbox/cgroup.ts'));
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const RUNS = Number(arg('runs', '20'));
-const LIFECYCLE = Number(arg('lifecycle', '5'));
-const DRIVERS = arg('drivers', 'docker,podman,bwrap,msb').split(',');
+const arg = stringArg;
+const RUNS = bench.quick ? 2 : Number(arg('runs', '20'));
+const LIFECYCLE = bench.quick ? 1 : Number(arg('lifecycle', '5'));
+const DRIVERS = arg('drivers', bench.quick ? 'docker,podman,bwrap' : 'docker,podman,bwrap,msb').split(',');
+const JOINS = arg('joins', 'overlapped,before-exec').split(',');
+for (const j of JOINS) if (!['overlapped', 'before-exec', 'none'].includes(j)) throw new Error(`--joins takes overlapped, before-exec and/or none, not ${j}`);
+/** What is measured: each driver, bwrap once per cgroup join strategy. */
+const VARIANTS = DRIVERS.flatMap((driver) => (driver === 'bwrap' ? JOINS.map((join) => ({ driver, join, label: `bwrap/${join}` })) : [{ driver, label: driver }]));
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const loadAtStart = loadavg();
+/** What decides the join strategy here (cgroup.ts): expedited RCU grace periods, favordynmods per cgroup mount. */
+const joinFacts = () => {
+  const facts = readCgroupJoinFacts();
+  return `rcu_expedited ${facts.rcuExpedited ? 1 : 0}, favordynmods on ${facts.cgroupMountOptions.filter((o) => o.includes('favordynmods')).length} of ${facts.cgroupMountOptions.length} cgroup mounts`;
+};
 
 const privateSock = path.join(root, '.cache', 'docker', 'run', 'docker.sock');
 const engineEnv = { ...process.env };
@@ -44,6 +61,11 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+// `--git-checkpoint`: only the hardened-git section at the end of this file.
+if (process.argv.includes('--git-checkpoint')) {
+  await benchHardenedCheckpoint(Math.max(RUNS, 40));
+  process.exit(0);
+}
 
 function spawnTimed(program, args, options = {}) {
   return new Promise((resolve, reject) => {
@@ -134,7 +156,12 @@ async function memoryWhileRunning(program, args, options) {
 // ---- fixtures: a git repository with a linked worktree holding a small source tree ---------
 const tmpRoot = path.join(root, '.cache', 'bench-tmp');
 mkdirSync(tmpRoot, { recursive: true });
-const base = mkdtempSync(path.join(tmpRoot, 'sandbox-'));
+// Its real path: a container's bind mount names the worktree by it, while a shell started in it
+// reports its real path as $PWD (a checkout whose .cache is a symbolic link, as in a git worktree
+// sharing another's, failed every docker command: "chdir to cwd … no such file or directory").
+const base = mkdtempSync(path.join(realpathSync(tmpRoot), 'sandbox-'));
+bench.cleanup(() => rmSync(base, { recursive: true, force: true }));
+bench.step('make the fixture repository and worktree');
 const mainRepo = path.join(base, 'repo');
 const worktreeDir = path.join(base, 'wt');
 const git = (cwd, ...args) => execFileSync('git', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -180,12 +207,21 @@ const host = {
 const results = []; // { driver, skipped?, ops: Map(op -> { host, sandbox }), memory, note }
 let hostMemory;
 try {
+  bench.step('host: memory of a running command');
   hostMemory = await memoryWhileRunning('bash', ['-c', 'sleep 30'], inWorktree);
-  for (const driver of DRIVERS) {
-    const runtime = sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+  for (const { driver, join, label } of VARIANTS) {
+    const makeRuntime = () =>
+      join === 'none'
+        ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes-none'), cgroups: new SandboxCgroups({ root: path.join(base, 'no-cgroup-fs') }) })
+        : join
+          ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join })
+          : sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+    const runtime = makeRuntime();
+    bench.step(`${label}: availability`, `${driver}'s availability probe`);
     const availability = await runtime.checkAvailable();
     if (!availability.available) {
-      results.push({ driver, skipped: availability.reason });
+      bench.unavailable(`driver ${driver}`, availability.reason);
+      results.push({ driver: label, skipped: availability.reason });
       continue;
     }
     const ops = new Map();
@@ -197,8 +233,9 @@ try {
     // Each sample is a fresh runtime (as in a new `forge run` process) and a fresh sandbox;
     // its ratio is against the host `true` below.
     const firsts = [];
+    bench.step(`${label}: first command of a loop, ${LIFECYCLE} time(s)`, 'sandbox start, shims and the first command');
     for (let i = 0; i < LIFECYCLE; i++) {
-      const fresh = sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
+      const fresh = makeRuntime();
       const manager = new sandbox.SandboxManager({ runtime: fresh, prefix: `fbench${process.pid}-`, isLoopRunning: () => false });
       const loopName = `first${i}`;
       await host.true();
@@ -214,6 +251,7 @@ try {
     await runtime.remove(name).catch(() => undefined);
     const creates = [];
     const removes = [];
+    bench.step(`${label}: create/remove, ${LIFECYCLE} time(s)`);
     for (let i = 0; i < LIFECYCLE; i++) {
       let t0 = process.hrtime.bigint();
       await runtime.create(spec(name));
@@ -223,6 +261,7 @@ try {
       removes.push(ms(t0));
     }
 
+    bench.step(`${label}: commands, ${RUNS} alternating host/sandbox samples each`, 'the commands');
     await runtime.create(spec(name));
     const settings = await runtime.readSettings(name);
     const handle = { loopName: 'bench', name, driver, settings, runtime };
@@ -238,17 +277,26 @@ try {
     ops.set('first command of a loop', { host: shimTrue.host, sandbox: median(firsts) });
     ops.set('`git status`, shell shim', await timePair(host.git, () => spawnTimed(shims.shellShimPath, ['-c', 'git status'], inWorktree)));
     if (hostRg) ops.set(`\`rg ${RG_ARGS.join(' ')}\`, rg shim`, await timePair(host.rg, () => spawnTimed(shims.ripgrepShimPath, RG_ARGS, inWorktree)));
+    if (join && join !== 'none') {
+      // The join before-exec makes in line, alone: a bash writing its own pid into the sandbox's cgroup.procs files.
+      const procsFiles = JSON.parse(readFileSync(path.join(base, 'data', 'sandboxes', `${name}.json`), 'utf8')).procsFiles ?? [];
+      if (procsFiles.length > 0) {
+        const joinOnly = `${procsFiles.map((f) => `echo $$ > '${f}'`).join(' && ')}`;
+        ops.set(`cgroup join alone (${procsFiles.length} cgroup.procs)`, await timePair(host.true, () => spawnTimed('bash', ['-c', joinOnly], inWorktree)));
+      }
+    }
+    bench.step(`${label}: memory of a running command`);
     const memory = await memoryWhileRunning(shims.shellShimPath, ['-c', 'sleep 30'], inWorktree);
     await runtime.remove(name);
     results.push({
-      driver,
+      driver: label,
       ops,
       create: median(creates),
       remove: median(removes),
       memory,
       note: [
         settings.unenforcedLimits.length ? `limits not enforced: ${settings.unenforcedLimits.join('; ')}` : '',
-        driver === 'bwrap' ? `cgroup join: ${new SandboxCgroups().joinStrategy()}` : '',
+        join === 'none' ? 'no cgroup: limits not enforced (what bwrap costs without a join)' : join ? `cgroup join ${join}; this host picks ${new SandboxCgroups().joinStrategy()} (${joinFacts()})` : '',
       ].filter(Boolean).join('; '),
     });
   }
@@ -256,6 +304,7 @@ try {
   rmSync(base, { recursive: true, force: true });
 }
 
+bench.done();
 const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const measured = results.filter((r) => !r.skipped);
 const header = ['operation', 'host ms', ...measured.flatMap((r) => [`${r.driver} ms`, `${r.driver} ×host`])];
@@ -275,7 +324,7 @@ const widths = header.map((h, i) => Math.max(h.length, ...table.map((l) => Strin
 const fmt = (cells) => cells.map((c, i) => String(c).padEnd(widths[i] ?? 0)).join('  ');
 console.log(`Sandbox overhead against the host, same run: median of ${RUNS} alternating host/sandbox samples (after one warm-up each);`);
 console.log(`first command, create and remove: median of ${LIFECYCLE}. Figures grow with load.`);
-console.log(`load average (1/5/15 min) at start: ${loadAtStart}; at the end: ${loadavg()}; ${os.cpus().length} cores`);
+console.log(`load average (1/5/15 min) at start: ${loadAtStart}; at the end: ${loadavg()}; ${os.cpus().length} cores${bench.quick ? '; QUICK MODE: not representative' : ''}`);
 console.log(
   hostRg
     ? `rg: ${hostRg} (${execFileSync(hostRg, ['--version'], { encoding: 'utf8' }).split('\n')[0]}), over ${TREE_DIRS * TREE_FILES} files`
@@ -287,3 +336,54 @@ for (const l of table) console.log(fmt(l));
 console.log(`running command = \`sleep\` through bash on the host, through the shell shim in a sandbox; processes: host ${hostMemory.names.join(', ')}${measured.map((r) => `; ${r.driver} ${r.memory.names.join(', ')}`).join('')}`);
 for (const r of results) if (r.skipped) console.log(`${r.driver}: skipped: ${r.skipped}`);
 for (const r of results) if (r.note) console.log(`note (${r.driver}): ${r.note}`);
+
+// ── Forge's hardened git per checkpoint commit (issue 26) ─────────────────────────────────
+// A checkpoint is `git add -A` + `git commit` in a loop worktree. Today's plain git against the
+// hardened runner (git dir named explicitly, command-running settings off, drivers emptied)
+// plus the `.git` file check it makes per checkpoint; alternating samples, median and p95.
+async function benchHardenedCheckpoint(runs) {
+  const { createGitRunner } = await import(path.join(root, 'src/core/workspace/git-runner.ts'));
+  const { createWorktreeGitDirs } = await import(path.join(root, 'src/core/workspace/worktree-git-dirs.ts'));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'forge-bench-git-'));
+  try {
+    const repo = path.join(dir, 'repo');
+    const git = (cwd, ...a) => execFileSync('git', a, { cwd, stdio: 'ignore' });
+    mkdirSync(repo);
+    git(repo, 'init', '-q');
+    for (let i = 0; i < 200; i++) writeFileSync(path.join(repo, `f${i}.txt`), `file ${i}\n`);
+    git(repo, 'add', '-A');
+    git(repo, '-c', 'user.name=b', '-c', 'user.email=b@b', 'commit', '-qm', 'base');
+    const worktreesRoot = path.join(dir, 'worktrees');
+    const runners = {};
+    for (const kind of ['plain', 'hardened']) {
+      const wt = path.join(worktreesRoot, kind);
+      git(repo, 'worktree', 'add', '-q', '-b', `b-${kind}`, wt);
+      const dirs = createWorktreeGitDirs({ loopWorktreesRoot: async () => worktreesRoot });
+      if (kind === 'hardened') await dirs.register(wt, path.join(repo, '.git'));
+      runners[kind] = { wt, dirs, git: kind === 'hardened' ? createGitRunner({ worktreeTarget: dirs.targetFor }) : createGitRunner() };
+    }
+    const config = ['user.name=b', 'user.email=b@b', 'core.abbrev=40', 'maintenance.auto=false'];
+    let n = 0;
+    const checkpoint = async (kind) => {
+      const r = runners[kind];
+      writeFileSync(path.join(r.wt, `f${n % 200}.txt`), `change ${n++}\n`);
+      const t0 = process.hrtime.bigint();
+      if (kind === 'hardened') await r.dirs.restoreGitFile(r.wt);
+      await r.git.ok(r.wt, ['add', '-A', '--verbose', '--', '.']);
+      await r.git.ok(r.wt, ['commit', '--no-status', '-m', `c${n}`, '--', '.'], { config });
+      return ms(t0);
+    };
+    await checkpoint('plain');
+    await checkpoint('hardened');
+    const samples = { plain: [], hardened: [] };
+    for (let i = 0; i < runs; i++) for (const kind of ['plain', 'hardened']) samples[kind].push(await checkpoint(kind));
+    const p95 = (xs) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(xs.length * 0.95) - 1)];
+    const [pm, hm] = [median(samples.plain), median(samples.hardened)];
+    console.log(`\nhardened git per checkpoint commit (add -A + commit, 200-file worktree, ${runs} alternating samples; load ${loadavg()}):`);
+    console.log(`  plain git    median ${pm.toFixed(1)} ms  p95 ${p95(samples.plain).toFixed(1)} ms`);
+    console.log(`  hardened git median ${hm.toFixed(1)} ms  p95 ${p95(samples.hardened).toFixed(1)} ms  (${(((hm - pm) / pm) * 100).toFixed(1)} % on the median; target ≤ 10 %)`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+await benchHardenedCheckpoint(bench.quick ? 5 : Math.max(RUNS, 40));

@@ -12,26 +12,26 @@
 // Prints a table and the ratio of the 100 MB cost to the 1 MB cost for each.
 // Targets: Forge's ratio ≤ 1.5, and Forge's 100 MB write ≥ 20× cheaper than the naive one.
 //
-//   node bench/storage.mjs [--writes 200] [--sizes 1,10,100]   (sizes in MB)
+//   node bench/storage.mjs [--writes 200] [--sizes 1,10,100] [--quick] [--timeout S]   (sizes in MB)
+// (--quick: 20 writes at 1 and 2 MB)
 // Exit code 0 even when a target is missed (it is a measurement, not a test); the verdict is printed.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { benchRun, median, stringArg } from './bench-common.mjs';
 
+const run = benchRun('bench:storage', { timeoutS: 1800, quickTimeoutS: 120 });
+run.step('load the modules');
 register();
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const load = (file) => import(path.join(root, file));
 const { openForgeDatabase } = await load('src/core/storage/database.ts');
 const { loadSqlJs } = await load('src/core/storage/sqljs-loader.ts');
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const FORGE_WRITES = Number(arg('writes', '200'));
-const SIZES_MB = arg('sizes', '1,10,100').split(',').map(Number);
+const FORGE_WRITES = run.quick ? 20 : Number(stringArg('writes', '200'));
+const SIZES_MB = (run.quick ? '1,2' : stringArg('sizes', '1,10,100')).split(',').map(Number);
 const FILL_ROW_BYTES = 1000;
 const MB = 1_000_000;
 
@@ -39,11 +39,6 @@ const now = () => Number(process.hrtime.bigint()) / 1e6;
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-};
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
 
@@ -127,21 +122,25 @@ async function measureNaive(sqlJs, snapshotPath, naivePath, writes) {
 const sqlJs = await loadSqlJs({});
 console.log(`Forge storage benchmark — ${os.cpus().length} CPU(s), node ${process.version}, ${os.tmpdir()}`);
 const root_ = fs.mkdtempSync(path.join(os.tmpdir(), 'forge-bench-storage-'));
+run.cleanup(() => fs.rmSync(root_, { recursive: true, force: true }));
 const results = [];
 try {
   const databases = [];
   for (const megabytes of SIZES_MB) {
     const dbPath = path.join(root_, `${megabytes}mb`, 'forge.db');
+    run.step(`build a ${megabytes} MB database`, 'the fill and its compaction');
     process.stdout.write(`  building ${megabytes} MB… `);
     const bytes = await buildDatabase(dbPath, megabytes);
     console.log(`${(bytes / MB).toFixed(1)} MB`);
     databases.push({ megabytes, dbPath, bytes });
   }
+  run.step(`Forge: ${FORGE_WRITES} writes per size, interleaved`, 'the writes and each size\'s compaction');
   process.stdout.write(`  Forge: ${FORGE_WRITES} writes per size, interleaved… `);
   const forge = await measureForge(databases);
   console.log('done');
   for (const [k, database] of databases.entries()) {
-    const naiveWrites = database.megabytes >= 100 ? 9 : database.megabytes >= 10 ? 25 : 60;
+    const naiveWrites = run.quick ? 3 : database.megabytes >= 100 ? 9 : database.megabytes >= 10 ? 25 : 60;
+    run.step(`naive: ${naiveWrites} writes at ${database.megabytes} MB`, 'export + write of the whole file');
     process.stdout.write(`  naive: ${naiveWrites} writes at ${database.megabytes} MB… `);
     const naive = await measureNaive(sqlJs, database.dbPath, path.join(root_, `naive-${database.megabytes}.db`), naiveWrites);
     console.log('done');
@@ -163,6 +162,7 @@ try {
 }
 
 console.log('');
+if (run.quick) console.log('QUICK MODE (20 writes at 1 and 2 MB): figures not representative');
 console.log('| database | Forge write median (p90) | naive export+write median | naive / Forge | Forge compaction (every N writes → amortised per write) |');
 console.log('|---|---|---|---|---|');
 for (const r of results) {
@@ -180,8 +180,10 @@ if (results.length >= 2) {
   const speedup = largest.naiveMedian / largest.forgeMedian;
   console.log('');
   console.log(`ratio ${largest.megabytes} MB / ${smallest.megabytes} MB write cost: Forge ${forgeRatio.toFixed(2)}, naive ${naiveRatio.toFixed(1)}`);
-  console.log(
+  if (run.quick) console.log('targets: not judged in quick mode');
+  else console.log(
     `targets: Forge ratio ≤ 1.5 → ${forgeRatio <= 1.5 ? 'met' : 'MISSED'}; ` +
       `Forge ${largest.megabytes} MB write ≥ 20× cheaper than naive → ${speedup.toFixed(0)}× ${speedup >= 20 ? 'met' : 'MISSED'}`,
   );
 }
+run.done();

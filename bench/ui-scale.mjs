@@ -16,6 +16,8 @@
 //   node bench/ui-scale.mjs [--runs N] [--host-runs N] [--no-host] [--json]
 //   node bench/ui-scale.mjs --live-only [--host-runs N] [--rate 200] [--seconds 30] [--json]
 //   npm run bench:ui
+//   node bench/ui-scale.mjs --quick [--timeout S]   (what `npm test` runs: 1 run in plain Node and 1 host
+//     run of 1 run; the live view with --live: one host run streaming 50 parts/s for 3 s)
 //
 // The extension host loads the build a user installs: `node esbuild.mjs --production` (what
 // `npm run package` puts in the VSIX: dist/extension.cjs, and the engine in dist/core.cjs,
@@ -29,6 +31,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { benchRun } from './bench-common.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({
@@ -41,8 +44,12 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '200' },
     seconds: { type: 'string', default: '30' },
     json: { type: 'boolean', default: false },
+    quick: { type: 'boolean', default: false },
+    timeout: { type: 'string' },
   },
 });
+const bench = benchRun('bench:ui', { timeoutS: 3600, quickTimeoutS: 300 });
+if (bench.quick) Object.assign(values, { runs: '1', 'host-runs': '1', rate: '50', seconds: '3' });
 const runs = Number(values.runs);
 const hostRuns = Number(values['host-runs']);
 const median = (xs) => {
@@ -61,6 +68,7 @@ const line = (label, value, target) => {
 // webview files (the live view's run saw the dashboard answer "Not found" from a /tmp copy).
 mkdirSync(join(root, '.cache', 'bench-tmp'), { recursive: true });
 const work = mkdtempSync(join(root, '.cache', 'bench-tmp', 'ui-'));
+bench.cleanup(() => rmSync(work, { recursive: true, force: true }));
 
 /** The production build in a temporary copy of the extension (what a VSIX carries). */
 function productionExtension() {
@@ -95,6 +103,7 @@ async function measureLive() {
   const rate = Number(values.rate);
   const seconds = Number(values.seconds);
   if (!(rate > 0) || !(seconds > 0)) throw new Error('--rate and --seconds must be positive numbers');
+  bench.step('live view: bundle the host side and the production build');
   const entry = await hostBundle('bench-ui-live', 'bench/ui-scale-live-host.ts');
   const extensionDevelopmentPath = productionExtension();
   // Loops need opencode: the copy finds the checkout's binary as a user's install finds theirs.
@@ -105,6 +114,7 @@ async function measureLive() {
   const logs = [];
   for (let i = 0; i < hostRuns; i++) {
     const file = join(work, `live-${i}.json`);
+    bench.step(`live view: host run ${i + 1} of ${hostRuns}`, `code-server and the live-view run (${seconds} s of streaming, dashboard closed then open) to finish`);
     const { exitCode } = await runVsCodeTests({
       run: 'main',
       extensionTestsPath: entry,
@@ -152,9 +162,11 @@ try {
     const results = await measureLive();
     if (values.json) process.stdout.write(`${JSON.stringify({ figures: out, runs: results }, null, 2)}\n`);
     rmSync(work, { recursive: true, force: true });
+    bench.done();
     process.exit(0);
   }
   // 1. Plain Node.
+  bench.step('plain Node: the pure builders', `${runs} run(s) each`);
   const pureBundle = join(work, 'pure.cjs');
   // The models translate their labels through vscode.l10n.t; in plain Node that is English with the placeholders filled in.
   const l10nShim = {
@@ -191,6 +203,7 @@ try {
 
   // 2. The real extension host.
   if (!values['no-host']) {
+    bench.step('extension host: bundle the host side and the production build');
     const hostEntry = join(root, 'out/bench-ui/index.cjs');
     await esbuild.build({
       entryPoints: { index: join(root, 'bench/ui-scale-host.ts') },
@@ -215,6 +228,7 @@ try {
     const results = [];
     for (let i = 0; i < hostRuns; i++) {
       const file = join(work, `host-${i}.json`);
+      bench.step(`extension host run ${i + 1} of ${hostRuns}`, `code-server and the bench's ${runs} run(s) in the extension host to finish`);
       const { exitCode } = await runVsCodeTests({
         run: 'main',
         extensionTestsPath: hostEntry,
@@ -246,6 +260,8 @@ try {
   }
   if (values.live) await measureLive();
   if (values.json) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  else if (bench.quick) process.stdout.write('QUICK MODE (1 run, 1 host run): figures not representative, targets not judged\n');
 } finally {
   rmSync(work, { recursive: true, force: true });
 }
+bench.done();

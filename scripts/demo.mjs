@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, copyFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { forgeCommand } from './demo/forge-command.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist/cli.mjs');
@@ -47,7 +48,9 @@ child.on('exit', (code, signal) => {
     console.log(git('log', '--oneline', 'forge/greeting-demo'));
     console.log(`Forge demo: worktree ${join(dataDir, 'worktrees', 'greeting-demo')}`);
     console.log(`Forge demo: Forge's data (loops, findings, transitions, usage — what the dashboard shows): ${join(dataDir, 'forge.db')}`);
-    console.log(`Forge demo: see it again with: node ${cli} status greeting-demo --repo ${repo} --data-dir ${dataDir}`);
+    const forge = forgeCommand(root, process.env.PATH);
+    console.log(`Forge demo: see it again with: ${forge.command} status greeting-demo --repo ${repo} --data-dir ${dataDir}`);
+    if (forge.hint) console.log(forge.hint);
   } else {
     console.log(`Forge demo: the loop did not complete (exit ${code ?? signal}). Files are in ${work}.`);
   }

@@ -8,8 +8,8 @@
 //
 //   node scripts/package-vsix.mjs [--readme]
 //
-// --readme rewrites the README's generated block (between the `vsix-contents` markers) with the
-// VSIX's size and file list.
+// --readme rewrites the generated block of docs/vscode.md, "Installing the VSIX" (between the
+// `vsix-contents` markers), with the VSIX's size and file list (docs/*.md ship in the VSIX).
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
@@ -123,13 +123,13 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const size = statSync(vsixPath).size;
   process.stdout.write(`package-vsix: forge.vsix ${kib(size)}, ${files.length} files, every runtime file inside\n`);
   if (process.argv.includes('--readme')) {
-    const readmePath = join(root, 'README.md');
+    const readmePath = join(root, 'docs', 'vscode.md');
     const readme = readFileSync(readmePath, 'utf8');
     if (readme.indexOf(README_START) < 0 || readme.indexOf(README_END) < readme.indexOf(README_START)) {
-      process.stderr.write(`package-vsix: README.md has no block between "${README_START}" and "${README_END}"\n`);
+      process.stderr.write(`package-vsix: docs/vscode.md has no block between "${README_START}" and "${README_END}"\n`);
       process.exit(1);
     }
-    // The README is inside the VSIX: package again until the block describes the VSIX it is in.
+    // docs/vscode.md is inside the VSIX: package again until the block describes the VSIX it is in.
     let text = readme;
     for (let round = 0; round < 3; round++) {
       const s = text.indexOf(README_START);
@@ -141,6 +141,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       vscePackage();
       files = vsixExtensionFiles();
     }
-    process.stdout.write('package-vsix: README.md updated (size and file list)\n');
+    process.stdout.write('package-vsix: docs/vscode.md updated (size and file list)\n');
   }
 }

@@ -1,10 +1,12 @@
 // Regenerates package.json `contributes.configuration` from the zod settings schema, and the
 // settings' English descriptions in package.nls.json: the manifest names each description by
 // its key (`%config.forge.model.description%`), package.nls.json holds the text
-// (run: npm run sync-manifest). test/core/config and test/core/l10n check they agree.
+// (run: npm run sync-manifest). It also writes docs/settings.md, the settings' reference.
+// test/core/config and test/core/l10n check they agree.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { manifestSchemaFor, settingDescriptors } from '../src/core/config/settings';
 import { settingDescriptionNlsKey } from '../src/core/config/manifest-nls';
+import { settingsReference } from '../src/core/config/settings-reference';
 
 const manifestPath = new URL('../package.json', import.meta.url);
 const nlsPath = new URL('../package.nls.json', import.meta.url);
@@ -21,3 +23,4 @@ settingDescriptors.forEach((d, order) => {
 pkg.contributes.configuration = { title: pkg.contributes.configuration?.title ?? 'Forge', properties };
 writeFileSync(manifestPath, JSON.stringify(pkg, null, 2) + '\n');
 writeFileSync(nlsPath, JSON.stringify(nls, null, 2) + '\n');
+writeFileSync(new URL('../docs/settings.md', import.meta.url), settingsReference());

@@ -41,6 +41,8 @@ for (const f of readdirSync(prereqDir).filter((f) => f.endsWith('.sh')).sort()) 
 if (only('typecheck')) step('typecheck', 'npx', ['tsc', '-p', 'tsconfig.json', '--noEmit']);
 step('build', 'node', ['esbuild.mjs']);
 if (only('core')) step('engine tests (mocha)', 'npx', ['mocha']);
+// Every benchmark in its quick mode: one that no longer runs to its end fails here (figures printed, not judged).
+if (only('bench')) step('benchmarks, quick mode (scripts/bench-quick.mjs)', 'node', ['scripts/bench-quick.mjs']);
 if (only('vscode') && existsSync(join(root, 'scripts/vscode-test.mjs'))) {
   step('extension tests in a real VS Code extension host', 'node', ['scripts/vscode-test.mjs']);
 }

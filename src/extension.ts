@@ -68,6 +68,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
     assetsDir: distDir,
     containerDir: path.join(context.extensionUri.fsPath, 'container'),
     apiKeyEnv: () => apiKeys.environment(),
+    notify: (message) => void notifier.info(message),
   });
   disposeEngine = () => engine.dispose();
   const projects = disposable(createWorkspaceProjects(log.child('projects')));
@@ -97,7 +98,10 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   const diagnostics = disposable(new FindingsDiagnostics(loops, () => engine.peek(), log.child('diagnostics')));
   disposable(vscode.languages.registerCodeActionsProvider({ scheme: 'file' }, new FindingCodeActions(diagnostics), FindingCodeActions.metadata));
   const statusBar = disposable(new ForgeStatusBar(settings, loops, engine.onDidStart, log.child('status-bar')));
-  const worktreeFolders = disposable(new WorktreeFolders(loops, () => engine.peek() && path.join(engine.peek()!.dataDir, 'worktrees'), log.child('worktrees')));
+  const worktreeFolders = disposable(new WorktreeFolders(loops, () => engine.peek() && path.join(engine.peek()!.dataDir, 'worktrees'), log.child('worktrees'), async (dir) => {
+    const e = engine.peek();
+    return e ? (await e.worktrees.verifyWorktree(dir)).map((p) => p.detail) : [];
+  }));
   const dashboard = disposable(new Dashboard({ extensionUri: context.extensionUri, model: loops, engine: () => engine.get(), log: log.child('dashboard'), onError }));
   disposable(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, dashboard));
   disposable(vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContentProvider(() => engine.get())));

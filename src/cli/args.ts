@@ -5,93 +5,17 @@ import { parseArgs } from 'node:util';
 import type { TerminationReason } from '../core/loop/state';
 import { capProblem } from '../core/groups/feature-split';
 import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary/group-vocabulary';
+import { editDistance } from '../core/config/settings';
 
-export const USAGE = `Usage:
-  forge run PLAN.md      [options]   run a plan as an audited loop
-  forge check PLAN.md    [--json]    check a plan without running it
-  forge goal "TEXT"      [options]   run a goal loop (no sections, no final audit)
-  forge plan "REQUEST"   [--out FILE] [--model P/M]
-                                     the read-only architect drafts a plan of record
-                                     (default file: ./forge-plan-ID.md)
-  forge plan --continue ID "ANSWER"  answer the architect / ask for changes, in the
-                                     same session (rewrites the draft's file)
-  forge group PRD.md     [--name ID] [--max-concurrent N] [--launch]
-                         [--budget X] [--budget-tokens N] [--model P/M]
-                         [--splitter-model P/M] [--json]
-                                     the read-only feature splitter splits a PRD
-                                     into feature plans (kept for review under the
-                                     data folder); --launch runs them at once
-  forge group launch ID  [--max-concurrent N] [--budget X] [--budget-tokens N]
-                                     run a reviewed group: its features as loops,
-                                     at most N at once, dependencies first
-  forge group resume ID  [--budget X] [--budget-tokens N]
-                                     continue a paused group (a budget pause needs
-                                     a budget above what its loops spent)
-  forge group status [ID] [--json]   list feature groups, or show one
-  forge group cancel ID              cancel a group and its running loops
-  forge group merge ID --into BRANCH fast-forward BRANCH to a completed group's
-                                     integration branch forge/group/ID (refused
-                                     when BRANCH moved or its checkout is dirty)
-  forge status [NAME]    [--json]    list loops (and feature groups), or show one
-  forge findings NAME    [--json]    list a loop's review findings
-  forge cancel NAME                  cancel a running loop
-  forge restart NAME     [--force]   restart a loop that is not completed (also on
-                                     other models or with a new budget: --model,
-                                     --auditor-model, --variant, --budget …)
+/** The commands of `forge` (their help: help.ts). */
+export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'cancel', 'restart', 'completion', 'help'] as const;
+export type Verb = (typeof VERBS)[number];
 
-Options:
-  --repo DIR               git repository (default: current directory)
-  --name NAME              loop name (default: from the plan)
-  --max-iterations N       iteration cap (0 = unlimited; default 15)
-  --model PROVIDER/MODEL   coding model, or the architect's for forge plan
-                           (default: your opencode configuration, else Forge's
-                           embedded scripted model; forge plan needs a real one)
-  --auditor-model P/M      audit model (default: --model)
-  --variant NAME           variant of the coding model (reasoning effort, e.g.
-                           high, max, minimal: see opencode models --verbose)
-  --budget AMOUNT          money budget of the loop, e.g. 5.00 (USD as opencode
-                           prices the models; default forge.budget.money)
-  --budget-tokens N        token budget of the loop, e.g. 2000000
-  --budget-auditor-share S share of the budget the auditor may spend (0..1,
-                           e.g. 0.3; the coder gets the rest)
-                           At 80 % Forge warns; at 100 % the loop pauses at the
-                           next hand-over (exit 10) until restarted with more.
-  --dry-run                run: print the plan's cost estimate and start nothing
-  --sandbox                require a sandbox (refuse to start without one)
-  --no-sandbox             run unconfined (by default a loop is sandboxed
-                           where a driver works, else unconfined with a warning)
-  --merge MODE             never | fast-forward | merge (default: never)
-  --check CMD              goal: a command that must exit 0 before the goal
-                           completes (repeatable; Forge runs it, not the model)
-  --exists PATH            goal: a file that must exist (repeatable)
-  --contains PATH:TEXT     goal: a file that must contain TEXT (repeatable)
-  --matches PATH:/RE/      goal: a file whose content must match (repeatable)
-  --follow                 run, goal, restart: also print what the agent does
-                           (one line per tool call, one per message it writes)
-  --no-handover            run, goal, restart: supervise the loop in this process
-                           even when another Forge process (forge run, a VS Code
-                           window) is the data folder's engine; by default the
-                           loop is handed to it (forge.engine.shareProcess)
-  --data-dir DIR           Forge data folder (or FORGE_DATA_DIR)
-  --out FILE               plan: where to write the drafted plan (must not exist)
-  --continue ID            plan: continue the draft ID (forge plan prints it)
-  --max-concurrent N       group: loops run at once (1 to 16; default
-                           forge.groups.maxConcurrentLoops, 3)
-  --launch                 group: run the features right after the split,
-                           without review
-  --splitter-model P/M     group: the feature splitter's model (default: as
-                           for loops; the embedded model splits PRDs written
-                           as "## Feature <id>: <title>" sections)
-                           A group's --budget / --budget-tokens cover all its
-                           loops together: at 80 % Forge warns; at 100 % the
-                           group pauses (exit 10) until resumed with more.
-  --json                   one JSON object per line
-  -h, --help               this text
-
-Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
-6 model or agent failure (a group: a feature failed); 7 worktree failure;
-8 opencode failure; 9 another process took over the loop; 10 paused: budget
-reached; 1 internal error.`;
+/**
+ * What `forge` prints without opening anything: the overview (`forge --help`), a command's help
+ * (`forge run --help`, `forge help run`), the version, the completion script.
+ */
+export type HelpTopic = 'overview' | 'version' | 'completion-script' | Exclude<Verb, 'help'>;
 
 export interface CommonOptions {
   repo: string;
@@ -143,7 +67,7 @@ export interface GoalCheckArgs {
 }
 
 export type CliCommand =
-  | { command: 'help' }
+  | { command: 'help'; topic: HelpTopic }
   | ({ command: 'run'; planPath: string } & RunOptions)
   | ({ command: 'check'; planPath: string } & CommonOptions)
   | ({ command: 'goal'; goal: string; checks: GoalCheckArgs } & RunOptions)
@@ -179,12 +103,14 @@ export const GROUP_ACTIONS = ['launch', 'resume', 'status', 'cancel', 'merge'] a
 
 export class UsageError extends Error {
   override name = 'UsageError';
+  /** The command the arguments were for (null: none or unknown), for the usage line after the message. */
+  verb: Verb | null = null;
 }
 
 const MODEL_RE = /^[^/\s]+\/\S+$/;
 const VARIANT_RE = /^[\w.-]+$/;
 
-/** Options that take a value, with what the value is (as USAGE names it). */
+/** Options that take a value, with what the value is (as the help names it). */
 const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   repo: 'the folder of a git repository',
   name: 'a loop name',
@@ -235,59 +161,133 @@ function checkOptionValues(argv: readonly string[]): void {
 /** node:util's parseArgs errors in Forge's words (what is wrong, and where the options are listed). */
 function parseArgsMessage(error: Error & { code?: string }): string {
   const option = /'(-[^' ]+)/.exec(error.message)?.[1];
-  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) return `Unknown option ${option}. "forge --help" lists the options.`;
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) {
+    const near = option.startsWith('--') ? nearest(option.slice(2), Object.keys(PARSE_OPTIONS)) : null;
+    return `Unknown option ${option}.${near ? ` Did you mean --${near}?` : ''}`;
+  }
   if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /does not take an argument/.test(error.message)) {
     return `${option} takes no value (it is a switch): write ${option} alone.`;
   }
   return error.message;
 }
 
+const PARSE_OPTIONS = {
+  repo: { type: 'string' },
+  name: { type: 'string' },
+  'max-iterations': { type: 'string' },
+  model: { type: 'string' },
+  'auditor-model': { type: 'string' },
+  variant: { type: 'string' },
+  sandbox: { type: 'boolean' },
+  'no-sandbox': { type: 'boolean' },
+  merge: { type: 'string' },
+  budget: { type: 'string' },
+  'budget-tokens': { type: 'string' },
+  'budget-auditor-share': { type: 'string' },
+  'dry-run': { type: 'boolean' },
+  'data-dir': { type: 'string' },
+  check: { type: 'string', multiple: true },
+  exists: { type: 'string', multiple: true },
+  contains: { type: 'string', multiple: true },
+  matches: { type: 'string', multiple: true },
+  out: { type: 'string' },
+  continue: { type: 'string' },
+  json: { type: 'boolean' },
+  force: { type: 'boolean' },
+  follow: { type: 'boolean' },
+  'no-handover': { type: 'boolean' },
+  'max-concurrent': { type: 'string' },
+  launch: { type: 'boolean' },
+  'splitter-model': { type: 'string' },
+  into: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'V' },
+} as const;
+
+/** The known word closest to `word` (a typo: within a third of its length, at least 2 edits), else null. */
+export function nearest(word: string, known: readonly string[]): string | null {
+  const budget = Math.max(2, Math.floor(word.length / 3));
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const d = editDistance(word.toLowerCase(), k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return bestDistance <= budget ? best : null;
+}
+
+function unknownCommand(command: string): UsageError {
+  const near = nearest(command, VERBS);
+  return new UsageError(`Unknown command "${command}".${near ? ` Did you mean "${near}"?` : ''}`);
+}
+
+/** The first word that is not an option or an option's value: the command. */
+function firstPositional(argv: readonly string[]): { word: string; at: number } | null {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return argv[i + 1] === undefined ? null : { word: argv[i + 1]!, at: i + 1 };
+    if (!arg.startsWith('-') || arg === '-') return { word: arg, at: i };
+    if (/^--[a-z-]+$/.test(arg) && arg.slice(2) in VALUE_OPTIONS) i++;
+  }
+  return null;
+}
+
+/** `--help`, `-h`, `--version`, `-V` before any "--", which win over everything else (no other check runs). */
+function helpTopic(argv: readonly string[]): HelpTopic | null {
+  const end = argv.indexOf('--');
+  const flags = end === -1 ? argv : argv.slice(0, end);
+  const has = (...names: string[]) => flags.some((a) => names.includes(a));
+  if (has('--version', '-V')) return 'version';
+  const first = firstPositional(argv);
+  if (has('--help', '-h')) {
+    if (first === null) return 'overview';
+    if (first.word === 'help') return topicOf(firstPositional(argv.slice(first.at + 1))?.word ?? null);
+    return topicOf(first.word);
+  }
+  if (first === null) return 'overview';
+  if (first.word === 'help') {
+    const rest = argv.slice(first.at + 1).filter((a) => !a.startsWith('-'));
+    if (rest.length > 1) throw Object.assign(new UsageError('forge help takes at most one command, e.g. forge help run.'), { verb: 'help' as const });
+    return topicOf(rest[0] ?? null);
+  }
+  return null;
+}
+
+function topicOf(word: string | null): HelpTopic {
+  if (word === null || word === 'help') return 'overview';
+  if (!(VERBS as readonly string[]).includes(word)) throw unknownCommand(word);
+  return word as Exclude<Verb, 'help'>;
+}
+
 export function parseCli(argv: readonly string[], cwd: string): CliCommand {
+  const first = firstPositional(argv)?.word;
+  const verb = first !== undefined && (VERBS as readonly string[]).includes(first) ? (first as Verb) : null;
+  try {
+    return parseCommand(argv, cwd);
+  } catch (error) {
+    if (error instanceof UsageError && error.verb === null) error.verb = verb;
+    throw error;
+  }
+}
+
+function parseCommand(argv: readonly string[], cwd: string): CliCommand {
+  const topic = helpTopic(argv);
+  if (topic !== null) return { command: 'help', topic };
   checkOptionValues(argv);
   let parsed;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        repo: { type: 'string' },
-        name: { type: 'string' },
-        'max-iterations': { type: 'string' },
-        model: { type: 'string' },
-        'auditor-model': { type: 'string' },
-        variant: { type: 'string' },
-        sandbox: { type: 'boolean' },
-        'no-sandbox': { type: 'boolean' },
-        merge: { type: 'string' },
-        budget: { type: 'string' },
-        'budget-tokens': { type: 'string' },
-        'budget-auditor-share': { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        'data-dir': { type: 'string' },
-        check: { type: 'string', multiple: true },
-        exists: { type: 'string', multiple: true },
-        contains: { type: 'string', multiple: true },
-        matches: { type: 'string', multiple: true },
-        out: { type: 'string' },
-        continue: { type: 'string' },
-        json: { type: 'boolean' },
-        force: { type: 'boolean' },
-        follow: { type: 'boolean' },
-        'no-handover': { type: 'boolean' },
-        'max-concurrent': { type: 'string' },
-        launch: { type: 'boolean' },
-        'splitter-model': { type: 'string' },
-        into: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: PARSE_OPTIONS });
   } catch (e) {
     throw new UsageError(parseArgsMessage(e as Error & { code?: string }));
   }
   const { values: v, positionals } = parsed;
   const [command, ...rest] = positionals;
-  if (v.help || command === undefined || command === 'help') return { command: 'help' };
+  // (helpTopic answered --help, --version, help and no command at all.)
+  if (command === undefined) return { command: 'help', topic: 'overview' };
+  if (command === 'completion') {
+    if (rest.length > 0 || Object.values(v).some((x) => x !== undefined)) throw new UsageError('forge completion takes no arguments or options (it prints a bash completion script).');
+    return { command: 'help', topic: 'completion-script' };
+  }
 
   const common: CommonOptions = { repo: v.repo ?? cwd, dataDir: v['data-dir'] ?? null, json: v.json ?? false };
   const one = (what: string): string => {
@@ -364,7 +364,7 @@ export function parseCli(argv: readonly string[], cwd: string): CliCommand {
       return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), follow: v.follow ?? false, noHandover: v['no-handover'] ?? false, ...common };
     }
     default:
-      throw new UsageError(`Unknown command "${command}".`);
+      throw unknownCommand(command);
   }
 }
 

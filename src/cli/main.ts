@@ -9,6 +9,7 @@
  * data folder's engine never loads them, so each extra loop costs a Node process and little more
  * (bench/parallel.mjs; test/core/cli/cli-start-imports.test.ts).
  */
+import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveSettings, type ForgeSettings, type SettingKey } from '../core/config/settings';
@@ -18,7 +19,7 @@ import { runLoop } from './run-loop';
 import { ForgeDatabaseError } from '../core/storage/errors';
 import { resolveDataDir } from '../core/workspace/data-dir';
 import { WorkspaceError } from '../core/workspace/workspace-error';
-import { EXIT, parseCli, USAGE, UsageError, type CliCommand } from './args';
+import { EXIT, parseCli, UsageError, type CliCommand, type HelpTopic } from './args';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
@@ -116,7 +117,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
   const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
-  return createForgeEngine({
+  const engine = await createForgeEngine({
     dataDir,
     settings: () => settings,
     log: {
@@ -133,6 +134,11 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     // Commands that only read must leave the data folder as they found it, damaged files included.
     readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
   });
+  // What the engine's start removed after a killed Forge process (on stderr: stdout stays the command's).
+  const { removed, problems } = engine.crashCleanup;
+  if (removed.length > 0) err(`forge: cleaned up after a Forge process that was killed or crashed; removed: ${removed.join('; ')}`);
+  for (const p of problems) err(`forge: warning: clean-up after a crash: ${p}`);
+  return engine;
 }
 
 /** `forge check`: the plan's problems, one per line (or one JSON object); exit 2 when any is an error. */
@@ -171,8 +177,8 @@ async function draftPlan(engine: ForgeEngine, cmd: Extract<CliCommand, { command
             repoPath: cmd.repo,
             request: cmd.request,
             model: cmd.model,
-            // Default: a file in the current folder, named after the draft (forge-plan-ID.md).
-            ...(cmd.outPath ? { outPath: resolve(cmd.outPath) } : { outDir: process.cwd() }),
+            // Default: the data folder's plans/forge-plan-ID.md (outside the working tree), as in VS Code.
+            ...(cmd.outPath ? { outPath: resolve(cmd.outPath) } : {}),
             signal: abort.signal,
             onProgress,
           })
@@ -227,6 +233,23 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   return EXIT.completed;
 }
 
+/** Help, version or completion script (help.ts is loaded only for them). */
+async function helpText(topic: HelpTopic): Promise<string> {
+  const help = await loadPart(() => import('./help'));
+  return help.helpText(topic, topic === 'version' ? forgeVersion() : '');
+}
+
+/** The version in Forge's package.json, beside dist/ in a checkout, an npm install and the VSIX. */
+function forgeVersion(): string {
+  try {
+    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+    if (manifest.name === 'forge' && typeof manifest.version === 'string') return manifest.version;
+  } catch {
+    // Below: a copy of dist/ without its package.
+  }
+  return 'unknown (no package.json of Forge beside dist/)';
+}
+
 function readPlan(path: string): Promise<string> {
   return readInputFile(path, 'Plan');
 }
@@ -237,13 +260,14 @@ async function main(argv: string[]): Promise<number> {
     cmd = parseCli(argv, process.cwd());
   } catch (error) {
     if (error instanceof UsageError) {
-      err(`forge: ${error.message}\n\n${USAGE}`);
+      // The message, then the command's usage line: a few lines, not the whole help.
+      err(`forge: ${error.message}\n${(await loadPart(() => import('./help'))).usageHint(error.verb)}`);
       return EXIT.badInput;
     }
     throw error;
   }
   if (cmd.command === 'help') {
-    out(USAGE);
+    out(await helpText(cmd.topic));
     return 0;
   }
   if (cmd.command === 'check') {

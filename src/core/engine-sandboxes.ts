@@ -4,7 +4,13 @@
  * queue's confined checks. Wiring, like engine.ts, whose composition it is part of: kept apart
  * because it is the one seam of the engine that is about confinement alone.
  */
+import { randomBytes } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownerState, removeOwnerRecord, writeOwnerRecord } from './process/owner-records';
+import { SandboxCgroups } from './sandbox/cgroup';
+import { LOOP_PROCESS_MARKER_VARIABLE } from './sandbox/shell-router';
+import { signalMarkedProcesses } from './process/marked-processes';
 import type { ForgeSettings } from './config/settings';
 import type { LoopSandboxPort } from './loop/runtime';
 import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-supervisor';
@@ -47,6 +53,12 @@ export interface EngineSandboxes {
   mergeCheckExecutor: MergeCheckExecutorPort;
   /** The driver `forge.sandbox.driver` picks now (null: none, with the reason). */
   resolveSandboxDriver(): Promise<DriverResolution>;
+  /**
+   * Start-up cleanup (crash-cleanup.ts): this data folder's sandboxes, cgroups and agent-shell /
+   * job folders whose loop no live process owns, and merge-check sandboxes whose owner is dead.
+   * Returns what it removed and what it could not check.
+   */
+  removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }>;
 }
 
 export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes {
@@ -138,15 +150,55 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       image: config.image,
     };
   }
-  /** An unconfined loop's agent shell lives beside the sandbox shims, never in the worktree. */
-  const hostShellDir = (loop: LoopRow) => join(shimRoot, `${sandboxPrefix}${loop.name}-host`);
+  /**
+   * An unconfined loop's agent shell lives beside the sandbox shims, never in the worktree; its
+   * process cgroup and shell folder are named `forge-<6 hex>h-<loop>` (never a sandbox's name).
+   */
+  const hostName = (loop: Pick<LoopRow, 'name'>) => hostTrackingName(sandboxPrefix, loop.name);
+  const hostShellDir = (loop: LoopRow) => join(shimRoot, hostName(loop));
+  const hostCgroups = new SandboxCgroups();
+  /** Per unconfined loop this process drives: its process marker and cgroup (or why it has none). */
+  const hostTracking = new Map<string, { marker: string; tracked: { procsFiles: string[] } | { reason: string } }>();
+  async function trackHostLoop(loop: LoopRow) {
+    const name = hostName(loop);
+    let t = hostTracking.get(name);
+    if (!t || !('procsFiles' in t.tracked)) {
+      t = { marker: t?.marker ?? randomBytes(12).toString('hex'), tracked: await hostCgroups.track(name) };
+      hostTracking.set(name, t);
+    }
+    return t;
+  }
   const sandboxPort: LoopSandboxPort = {
     resolveDriver: () => resolveSandboxDriver(),
+    async trackHost(loop) {
+      const { tracked } = await trackHostLoop(loop);
+      if ('procsFiles' in tracked) return null;
+      return hostUntrackedNotice(tracked.reason);
+    },
     async prepareHost(loop) {
-      const shell = await prepareAgentHostShell({ dir: hostShellDir(loop), loopName: loop.name, basePath: baseEnv().PATH });
+      const { marker, tracked } = await trackHostLoop(loop);
+      if (!('procsFiles' in tracked)) log.warn(`[sandbox] loop ${loop.name} runs without a process cgroup: ${tracked.reason}`);
+      const shell = await prepareAgentHostShell({
+        dir: hostShellDir(loop),
+        loopName: loop.name,
+        basePath: baseEnv().PATH,
+        loopMarker: marker,
+        ...('procsFiles' in tracked ? { cgroupProcsFiles: tracked.procsFiles } : {}),
+      });
       return { env: shell.env, config: shell.config, callsDir: shell.callsDir, shellPath: shell.shellPath };
     },
     async releaseHost(loop) {
+      const name = hostName(loop);
+      const t = hostTracking.get(name);
+      hostTracking.delete(name);
+      // Everything the agent started: its cgroup (whatever the processes did to their session or
+      // environment), then, without a cgroup, whatever still carries the loop's marker.
+      try {
+        await hostCgroups.remove(name);
+      } catch (e) {
+        log.warn(`[sandbox] ending the processes of loop ${loop.name}: ${String(e)}`);
+      }
+      if (t) signalMarkedProcesses(LOOP_PROCESS_MARKER_VARIABLE, t.marker, 'SIGKILL');
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
     },
     async prepare(loop, extras, resume) {
@@ -221,7 +273,11 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   // lists `forge-<6 hex>-`, never takes a merge sandbox for a finished loop's and removes it
   // mid-check; a leftover (a killed Forge) is replaced at the loop's next merge attempt.
   const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
-  const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, `${sandboxPrefix.slice(0, -1)}m-`, () => true);
+  const mergePrefix = `${sandboxPrefix.slice(0, -1)}m-`;
+  const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, mergePrefix, () => true);
+  /** The process running a merge's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
+  const mergeOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
+  const mergeOwnerFile = (sandboxName: string) => join(mergeOwnersDir, `${sandboxName}.json`);
   const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
     if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
     const config = await loopSandboxConfig(loop);
@@ -234,22 +290,95 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       limits: config.limits,
       image: config.image,
     };
+    const name = m.sandboxName(loop.name);
+    await writeOwnerRecord(mergeOwnerFile(name));
     try {
       await m.start(request);
     } catch (error) {
-      await m.stop(loop.name).catch(() => undefined);
+      await m.stop(loop.name).then(() => removeOwnerRecord(mergeOwnerFile(name)), () => undefined);
       throw error;
     }
-    const name = m.sandboxName(loop.name);
     log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
     return {
       exec: sandboxCheckExecutor(m.runtime, name),
       where: `in a ${config.driver} sandbox of their own`,
-      release: () => m.stop(loop.name),
+      release: async () => {
+        await m.stop(loop.name);
+        await removeOwnerRecord(mergeOwnerFile(name));
+      },
     };
   };
 
-  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver };
+  async function removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }> {
+    const removed: string[] = [];
+    const problems: string[] = [];
+    const mergeOwned = (loopName: string) => ownerState(mergeOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
+    const drivers = new Set<SandboxDriverName>(['bwrap']);
+    for (const d of driversInUse) if ((SANDBOX_DRIVER_NAMES as readonly string[]).includes(d)) drivers.add(d as SandboxDriverName);
+    for (const driver of drivers) {
+      const runtime = sandboxRuntimeFor(driver);
+      for (const [prefix, owned, what] of [
+        [sandboxPrefix, isLoopOwned, 'sandbox'],
+        [mergePrefix, mergeOwned, 'merge-check sandbox'],
+      ] as const) {
+        // A manager of its own: owned means "a live process owns it", not "its loop is marked running".
+        const m = new SandboxManager({ runtime, prefix, isLoopRunning: owned, onWarning: (message) => log.warn(`[sandbox] ${message}`) });
+        try {
+          for (const name of await m.cleanupOrphans()) {
+            removed.push(`${driver} ${what} ${name}`);
+            if (prefix === mergePrefix) await removeOwnerRecord(mergeOwnerFile(name));
+          }
+        } catch (error) {
+          problems.push(`could not check the ${driver} ${what}es (${(error as Error).message.split('\n')[0]})`);
+        }
+      }
+    }
+    // Cgroups left without a sandbox record (bwrap's own, an unconfined loop's, a merge check's).
+    const ownerOf = (name: string): boolean => {
+      const rest = name.slice(sandboxPrefix.length - 1);
+      if (rest.startsWith('-')) return isLoopOwned(rest.slice(1));
+      if (rest.startsWith('h-')) return isLoopOwned(rest.slice(2));
+      if (rest.startsWith('m-')) return mergeOwned(rest.slice(2));
+      return true; // another data folder's prefix that happens to extend ours: not ours
+    };
+    for (const name of await hostCgroups.listByPrefix(sandboxPrefix.slice(0, -1))) {
+      if (ownerOf(name)) continue;
+      try {
+        await hostCgroups.remove(name);
+        removed.push(`cgroup ${name} (its processes killed)`);
+      } catch (error) {
+        problems.push(`could not remove the cgroup ${name}: ${(error as Error).message}`);
+      }
+    }
+    // Agent shells, sandbox shims and their job records (forge_shell logs, watchdog stamps).
+    for (const entry of await readdir(shimRoot, { withFileTypes: true }).catch(() => [])) {
+      if (!entry.isDirectory() || !entry.name.startsWith(sandboxPrefix.slice(0, -1)) || ownerOf(entry.name)) continue;
+      await rm(join(shimRoot, entry.name), { recursive: true, force: true });
+      removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
+    }
+    // Owner records of merge-check sandboxes whose owner died after the sandbox was gone.
+    for (const f of await readdir(mergeOwnersDir).catch(() => [] as string[])) {
+      const file = join(mergeOwnersDir, f);
+      if (ownerState(file) !== 'alive') await rm(file, { force: true });
+    }
+    return { removed, problems };
+  }
+
+  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned };
+}
+
+/** The process cgroup (and agent-shell folder) of an unconfined loop: `forge-<6 hex>h-<loop>`. */
+export function hostTrackingName(sandboxPrefix: string, loopName: string): string {
+  return `${sandboxPrefix.slice(0, -1)}h-${loopName}`;
+}
+
+/** The start notice of an unconfined loop that cannot have a process cgroup: why, and what Forge does instead. */
+export function hostUntrackedNotice(reason: string): string {
+  return (
+    `This unconfined loop has no process cgroup of its own (${reason.replace(/\.$/, '')}). At its end and on cancel Forge kills the processes its agent ` +
+    'started that still carry the loop\'s marker variable (setsid, nohup and double forks keep it), but a process that clears its environment can outlive the loop. ' +
+    'Run it sandboxed, or as a user with a delegated cgroup v2, to end everything it started.'
+  );
 }
 
 /** Where a loop keeps the sandbox it started with, in its stored state. */

@@ -24,6 +24,7 @@ import { startSupervisedOpencode } from './opencode/server-supervisor';
 import { createSharedOpencodePool, type SharedServerInfo } from './opencode/shared-opencode';
 import { buildImage } from './sandbox';
 import { createEngineSandboxes } from './engine-sandboxes';
+import { cleanUpAfterCrash, describeCrashCleanup, type CrashCleanupReport } from './crash-cleanup';
 import { openForgeDatabase, type ForgeDatabase } from './storage';
 import { createForgeRepositories, type ForgeRepositories } from './storage/repositories';
 import { createGitRunner, createWorktreeService, ensureDataDir, type WorktreeService } from './workspace';
@@ -89,6 +90,8 @@ export interface ForgeEngineOptions {
 
 export interface ForgeEngine {
   readonly dataDir: string;
+  /** What this engine's start removed after a crashed or killed Forge process (crash-cleanup.ts). */
+  readonly crashCleanup: CrashCleanupReport;
   /** The lease holder id of this process's runtime: `<pid>:<kind>-<uuid>` (supervisorOf reads the pid). */
   readonly supervisorId: string;
   readonly db: ForgeDatabase;
@@ -133,7 +136,12 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   // Set once the embedded model runs: every opencode server Forge starts must know its provider.
   let embeddedConfig: Record<string, unknown> | null = null;
   const baseEnv = () => ({ ...(options.env ?? process.env) });
-  const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
+  const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
+  // Before any loop of this process exists: what killed processes left, that no live process owns.
+  const cleanupStarted = Date.now();
+  const crashCleanup = await cleanUpAfterCrash({ db, sandboxes: { removeUnowned }, worktrees });
+  log.debug(`[cleanup] leftovers of dead processes checked in ${Date.now() - cleanupStarted} ms`);
+  for (const line of describeCrashCleanup(crashCleanup)) log.info(`[cleanup] ${line.trim()}`);
 
   const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
   // One opencode server for the loops of this process (per confinement and configuration).
@@ -297,6 +305,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
 
   return {
     dataDir,
+    crashCleanup,
     supervisorId,
     db,
     runtime,

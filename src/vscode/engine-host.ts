@@ -48,6 +48,8 @@ export interface EngineHostDeps {
   containerDir: string;
   /** Environment variables holding the user's provider API keys (from SecretStorage). */
   apiKeyEnv: () => Promise<Record<string, string>>;
+  /** Shows the user a message (the extension's notifier, which records it). */
+  notify?: (message: string) => void;
 }
 
 /** `forge.dataDir` as an absolute path (`~/` expanded), or undefined when not set. */
@@ -74,6 +76,16 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
   const opencodeEnv: NodeJS.ProcessEnv = {};
   const log = deps.log;
 
+  /** What the engine's start removed after a killed Forge process: each thing logged, one notification for all of it. */
+  function reportCrashCleanup(report: ForgeEngine['crashCleanup']): void {
+    for (const r of report.removed) log.info(`cleaned up after a killed or crashed Forge process: removed ${r}`);
+    for (const p of report.problems) log.warn(`clean-up after a crash: ${p}`);
+    if (report.removed.length === 0) return;
+    const message = vscode.l10n.t('Forge cleaned up after a Forge process that was killed or crashed: it removed {0} leftover(s) (merge worktrees, sandboxes, cgroups, job records). The Forge output channel lists them.', report.removed.length);
+    if (deps.notify) deps.notify(message);
+    else void vscode.window.showInformationMessage(message);
+  }
+
   async function create(): Promise<ForgeEngine> {
     const core = await deps.loadCore();
     const settings = await deps.settings.load();
@@ -95,6 +107,7 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
       hostKind: 'vscode',
     });
+    reportCrashCleanup(created.crashCleanup);
     // Tried at each start of a loop of this window until it listens: a window that found another
     // process being the engine (or could not listen) becomes it at a later start once that process
     // has gone, rather than never.

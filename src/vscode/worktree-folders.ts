@@ -31,6 +31,12 @@ export class WorktreeFolders implements vscode.Disposable {
     private readonly model: LoopsModel,
     private readonly worktreesRoot: () => string | undefined,
     private readonly log: ForgeLog,
+    /**
+     * What makes a worktree unsafe to hand to VS Code's git (its `.git` file rewritten, a
+     * repository of the agent's inside, the git dir's config or hooks changed; issue 26): one
+     * sentence each, none when it is safe.
+     */
+    private readonly unsafeBecause: (worktreeDir: string) => Promise<string[]> = async () => [],
   ) {
     this.subscriptions.push(
       model.onDidChange(() => this.pruneMissing()),
@@ -57,6 +63,7 @@ export class WorktreeFolders implements vscode.Disposable {
     options: { deferWhileDriving?: boolean } = {},
   ): Promise<'added' | 'present' | 'new-window' | 'deferred' | 'none'> {
     if (mode === 'never') return 'none';
+    await this.refuseUnsafe(worktreeDir);
     const uri = vscode.Uri.file(worktreeDir);
     if (mode === 'new-window') {
       await vscode.commands.executeCommand('vscode.openFolder', uri, { forceNewWindow: true });
@@ -89,11 +96,25 @@ export class WorktreeFolders implements vscode.Disposable {
     return 'added';
   }
 
+  /** Throws, saying why, when the worktree fails the invariants that make opening it safe. */
+  private async refuseUnsafe(worktreeDir: string): Promise<void> {
+    const problems = await this.unsafeBecause(worktreeDir);
+    if (problems.length === 0) return;
+    this.log.warn(`worktree ${worktreeDir}: not opened: ${problems.join('; ')}`);
+    throw new Error(vscode.l10n.t('Forge will not open {0}: {1}. VS Code\'s git would run what the loop\'s agent put there; inspect the folder outside VS Code or remove the worktree.', worktreeDir, problems.join('; ')));
+  }
+
   private async offerDeferred(key: string): Promise<void> {
     const pending = this.deferred.get(key);
     if (!pending) return;
     this.deferred.delete(key);
     if (!existsSync(pending.worktreeDir)) return;
+    try {
+      await this.refuseUnsafe(pending.worktreeDir);
+    } catch (error) {
+      void vscode.window.showErrorMessage((error as Error).message);
+      return;
+    }
     const still = this.drivenHere();
     const choice = await vscode.window.showInformationMessage(
       still === 0

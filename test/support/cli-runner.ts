@@ -62,9 +62,9 @@ export interface CliRunnerOptions {
 export interface CliRunner {
   readonly runMarker: string;
   /** Starts `forge <args> <commonArgs>`. */
-  start(args: string[], options?: { env?: Record<string, string>; settings?: Record<string, unknown> }): CliProcess;
+  start(args: string[], options?: { env?: Record<string, string>; settings?: Record<string, unknown>; cwd?: string }): CliProcess;
   /** Runs a command to its end. */
-  run(args: string[], options?: { env?: Record<string, string>; settings?: Record<string, unknown>; timeoutMs?: number }): Promise<CliResult>;
+  run(args: string[], options?: { env?: Record<string, string>; settings?: Record<string, unknown>; timeoutMs?: number; cwd?: string }): Promise<CliResult>;
   /** pids of live processes carrying `variable=value` in their environment (Linux /proc). */
   processesWith(variable: string, value: string): number[];
   /** SIGKILLs every CLI this runner started and every process they left (opencode servers included). */
@@ -85,7 +85,7 @@ export function createCliRunner(options: CliRunnerOptions): CliRunner {
   const runMarker = randomBytes(8).toString('hex');
   const started: CliProcess[] = [];
 
-  function start(args: string[], extra: { env?: Record<string, string>; settings?: Record<string, unknown> } = {}): CliProcess {
+  function start(args: string[], extra: { env?: Record<string, string>; settings?: Record<string, unknown>; cwd?: string } = {}): CliProcess {
     const marker = randomBytes(8).toString('hex');
     const settings = { ...(options.settings ?? {}), ...(extra.settings ?? {}) };
     const env: Record<string, string> = {
@@ -100,6 +100,7 @@ export function createCliRunner(options: CliRunnerOptions): CliRunner {
     const fullArgs = [...args, ...options.commonArgs];
     const child: ChildProcess = spawn(process.execPath, [options.cliPath, ...fullArgs], {
       env,
+      ...(extra.cwd ? { cwd: extra.cwd } : {}),
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -7,7 +7,7 @@
  * own private /tmp, so a worktree under /tmp would hide "next to the worktree" writes.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -69,7 +69,9 @@ export function sandboxTestTempRoot(): string {
   const underTmp = (dir: string) => dir === '/tmp' || dir.startsWith('/tmp/') || dir === os.tmpdir() || dir.startsWith(`${os.tmpdir()}/`);
   const root = underTmp(REPO_ROOT) ? path.join(os.homedir(), '.cache', 'forge-sandbox-test-tmp') : path.join(REPO_ROOT, '.cache', 'sandbox-test-tmp');
   mkdirSync(root, { recursive: true });
-  return root;
+  // Its real path: a sandbox binds the worktree by the path it is given, while a shell started in it
+  // reports the real one as $PWD (a checkout whose .cache is a symbolic link failed its chdir).
+  return realpathSync(root);
 }
 
 export function makeSandboxTestDirs(label: string): SandboxTestDirs {

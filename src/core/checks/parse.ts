@@ -3,7 +3,7 @@
  * lines, a goal's options. Pure (no I/O); the loop parses once at start and stores the specs,
  * which are immutable like the objective.
  *
- * ## Syntax (the README's "Checks" part says the same)
+ * ## Syntax (docs/plans.md's "Checks" part says the same)
  *
  * In a plan's `## Verification` part:
  * - a fenced block marked `sh`, `bash` or `shell` is one check; its text is the script, run with

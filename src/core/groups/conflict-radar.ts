@@ -11,6 +11,7 @@
  * commits without touching the index or the work tree.
  */
 import { createGitRunner, type GitRunner } from '../workspace/git-runner';
+import { createWorktreeGitDirs } from '../workspace/worktree-git-dirs';
 import { findOverlaps, type FileOverlap } from './overlap';
 
 /** A live loop of a group, as storage knows it. */
@@ -29,7 +30,9 @@ export interface RadarScan {
 
 /** A git runner whose commands take no optional locks (so `git status` writes no index). */
 export function createReadOnlyGitRunner(env: Readonly<Record<string, string | undefined>> = process.env): GitRunner {
-  return createGitRunner({ env: { ...env, GIT_OPTIONAL_LOCKS: '0' } });
+  const gitEnv = { ...env, GIT_OPTIONAL_LOCKS: '0' };
+  // It reads loop worktrees: hardened git on Forge's own git dir (issue 26).
+  return createGitRunner({ env: gitEnv, worktreeTarget: createWorktreeGitDirs({ env: gitEnv }).targetFor });
 }
 
 const split0 = (out: string) => out.split('\0').filter((s) => s.length > 0);

@@ -35,6 +35,8 @@ export interface MergeQueueDeps {
   worktrees: {
     integration: IntegrationMerges;
     ensureWorktree(loop: { worktreeDir: string; branch: string; repoDir: string }): Promise<EnsureWorktreeResult>;
+    /** What makes the worktree unsafe for git (issue 26); the queue merges only in a worktree without any. */
+    verifyWorktree?(worktreeDir: string, repoDir?: string): Promise<ReadonlyArray<{ detail: string }>>;
   };
   emit(event: GroupEvent): void;
   log: { info(m: string): void; warn(m: string): void };
@@ -191,6 +193,8 @@ export function createMergeQueue(deps: MergeQueueDeps): MergeQueue {
     let finding: { file: string; description: string };
     try {
       await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir, branch: loop.branch, repoDir: loop.repoDir });
+      const unsafe = (await deps.worktrees.verifyWorktree?.(loop.worktreeDir, loop.repoDir)) ?? [];
+      if (unsafe.length > 0) return fail(`Forge will not merge in the loop's worktree: ${unsafe.map((p) => p.detail).join('; ')}. Remove the worktree (Forge recreates it from the loop's branch) and reopen.`);
       const started = await deps.worktrees.integration.startMergeInLoop({ worktreeDir: loop.worktreeDir, groupId: g.id });
       if (started.kind === 'failed') return fail(`Its merge did not hold (${merge.message ?? merge.state}), and Forge could not start it in the loop's worktree: ${started.message}`);
       if (started.kind === 'conflict') finding = conflictFinding({ integration, loopBranch: loop.branch, merged, files: started.files });

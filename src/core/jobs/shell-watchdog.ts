@@ -48,7 +48,7 @@ export function overdueCalls(calls: Iterable<OpenShellCall>, handled: ReadonlySe
 
 /**
  * The registrations of a call: its exact command, registered after it started (1 s of slack
- * for clock granularity). Two identical commands started together match both (said in the README).
+ * for clock granularity). Two identical commands started together match both (said in docs/shell-tools.md).
  */
 export function registrationsOf(call: OpenShellCall, registrations: readonly CallRegistration[]): CallRegistration[] {
   return registrations.filter((r) => r.command === call.command && r.registeredAt >= call.startedAt - 1000);

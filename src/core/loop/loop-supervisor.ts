@@ -21,7 +21,7 @@ import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
 import { terminationReasonToString, terminationStatusFor, type LoopLimits, type LoopState, type TerminationReason } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
 import { readExtras } from './loop-extras';
-import { commitAndMerge, removeWorktreeIfAsked } from './loop-teardown';
+import { commitAndMerge, loopAbout, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import { hasBudget } from './budget';
 import type { SupervisorContext, SupervisorDeps } from './supervisor-deps';
@@ -454,7 +454,7 @@ export class LoopSupervisor {
   }
 
   private teardownDeps() {
-    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref };
+    return { worktrees: this.deps.worktrees, emit: this.deps.emit, ref: this.ref, repos: this.deps.repos, about: (sectionIndex: number | null) => loopAbout(this.deps.repos, this.ref, sectionIndex) };
   }
 
   /** Terminates through the table (cancel, shutdown). */

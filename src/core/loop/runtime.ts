@@ -26,7 +26,6 @@ import {
   explicitLoopName,
   isWorkspaceError,
   loopNameFromPlan,
-  loopTeardownMessage,
   slugifyLoopName,
   uniqueLoopName,
   workingTreeChangesNotice,
@@ -38,6 +37,7 @@ import {
 import { isProcessAlive } from '../storage/cross-process-lock';
 import { confinementRequest, decideConfinement, type Confinement, LOOP_CONFINEMENT_STATE_KEY, unconfinedNotice } from '../sandbox/confinement';
 import { parsePlan, PlanError, type ParsedPlan } from './plan';
+import { loopAbout, teardownMessageWriter } from './loop-teardown';
 import { supervisorOf } from './lease-holder';
 import { projectIdFor } from './project';
 import { stepTimer } from './step-timer';
@@ -67,7 +67,12 @@ export interface LoopSandboxPort {
   prepare(loop: LoopRow, extras: StoredLoopExtras, resume: boolean): Promise<PreparedAgentShell>;
   /** An unconfined loop's agent shell (secrets dropped, push refused): what the opencode server needs. */
   prepareHost(loop: LoopRow): Promise<PreparedAgentShell>;
-  /** Removes an ended unconfined loop's agent shell. */
+  /**
+   * An unconfined loop's process cgroup, made at its start: null when it has one, else the
+   * start notice saying it cannot be had and what Forge does instead.
+   */
+  trackHost?(loop: LoopRow): Promise<string | null>;
+  /** Removes an ended unconfined loop's agent shell and kills every process its agent left (its cgroup). */
   releaseHost(loop: LoopRow): Promise<void>;
   /** Fails with a clear message when the loop's sandbox is gone. */
   check(loop: LoopRow): Promise<void>;
@@ -375,6 +380,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
         throw new LoopRuntimeError('sandbox', `The sandbox could not start, so the loop was not started: ${(error as Error).message}`);
       }
     }
+    if (!sandbox && deps.sandbox?.trackHost) {
+      const notice = await deps.sandbox.trackHost(repos.loops.get(ref.projectId, ref.name)!);
+      if (notice) notices.push(notice);
+    }
     timing.mark(sandbox ? 'stored, sandbox' : 'stored');
     deps.log.debug(`[loop ${ref.name}] started in ${timing.total()} ms: ${timing.summary()}`);
     const sup = supervise(ref);
@@ -407,7 +416,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     stopOrphanedOpencode(ref, extras);
     if (loop.worktreeDir) {
       await deps.worktrees
-        .commitAll(loop.worktreeDir, loopTeardownMessage(loop.name, 'cancelled', extras.loopState.iteration))
+        .commitAll(loop.worktreeDir, teardownMessageWriter(loop.name, 'cancelled', extras.loopState.iteration, loopAbout(repos, ref, extras.loopState.sectionIndex)))
         .catch(() => null);
     }
     deps.db.transaction((tx) => {

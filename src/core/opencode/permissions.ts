@@ -199,6 +199,12 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
       return { reply: 'reject', reason: `Loop sessions work only inside the worktree ${options.worktreeDir}; refused: ${outside.join(', ')}.` };
     }
   }
+  // Issue 26: the worktree's `.git` (and any other repository's) is git's, never the agent's:
+  // a rewritten `.git` file would point git (VS Code's, a user's) at a git dir of the agent's.
+  if (GIT_GUARDED_PERMISSIONS.has(request.permission)) {
+    const intoGit = patterns.filter((p) => p !== '*' && relative(options.worktreeDir, resolve(options.worktreeDir, stripGlob(p))).split(/[\\/]/).includes('.git'));
+    if (intoGit.length > 0) return { reply: 'reject', reason: `Loop sessions do not write a .git file or folder (git's, not the agent's); refused: ${intoGit.join(', ')}.` };
+  }
   if (options.realPath && LINK_CHECKED_PERMISSIONS.includes(request.permission)) {
     const real = (p: string) => options.realPath!(isAbsolute(p) ? p : resolve(options.worktreeDir, p));
     const allowedReal = [options.worktreeDir, ...(options.opencodeDirectories ?? [])].map((dir) => real(dir));
@@ -212,6 +218,9 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
   }
   return { reply: 'once', reason: `allowed once inside the worktree (${request.permission}: ${patterns.join(', ')})` };
 }
+
+/** Permissions that write files: none may touch a `.git` entry. */
+const GIT_GUARDED_PERMISSIONS = new Set(['edit', 'write', 'patch', 'multiedit', 'apply_patch']);
 
 function stripGlob(pattern: string): string {
   const star = pattern.search(/[*?]/);

@@ -214,7 +214,7 @@ export async function startSupervisedOpencode(options: SupervisedServerOptions):
 /**
  * A server the user runs (setting `forge.opencode.serverUrl`). Forge checks it answers but
  * cannot restart it; Forge's agents and tools must then come from that server's own
- * configuration (see the README).
+ * configuration (see docs/architecture.md, "opencode").
  */
 export async function attachOpencodeServer(endpoint: OpencodeEndpoint, timeoutMs = 15_000): Promise<OpencodeServerHandle> {
   await waitForHealth(endpoint, undefined, timeoutMs);

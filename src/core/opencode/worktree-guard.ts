@@ -10,12 +10,10 @@
  * worktree has its own index, so the user's checkout is not affected), so `git add -A` and
  * `git commit -a` leave opencode's rewrites out.
  */
-import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
+import { createGitRunner } from '../workspace/git-runner';
+import { createWorktreeGitDirs } from '../workspace/worktree-git-dirs';
 
 const CONFIG_FILES = ['opencode.json', 'opencode.jsonc', '.opencode/opencode.json', '.opencode/opencode.jsonc'];
 const OPENCODE_FOLDER_FILES = ['.opencode/.gitignore', '.opencode/package.json', '.opencode/bun.lock', '.opencode/package-lock.json'];
@@ -26,14 +24,13 @@ export interface WorktreeGuardResult {
 }
 
 export async function keepOpencodeWritesOutOfWorktree(worktreeDir: string): Promise<WorktreeGuardResult> {
-  let stdout: string;
-  try {
-    ({ stdout } = await run('git', ['ls-files', '-z', '--', ...CONFIG_FILES, ...OPENCODE_FOLDER_FILES], { cwd: worktreeDir }));
-  } catch (error) {
-    // Not a git work tree: nothing can be committed by mistake, so nothing to protect.
-    if (/not a git repository/i.test(String((error as { stderr?: string }).stderr ?? error))) return { protectedFiles: [] };
-    throw error;
-  }
+  // The worktree is hostile input: hardened git on Forge's own git dir (issue 26).
+  const git = createGitRunner({ worktreeTarget: createWorktreeGitDirs().targetFor });
+  const listed = await git.run(worktreeDir, ['ls-files', '-z', '--', ...CONFIG_FILES, ...OPENCODE_FOLDER_FILES]);
+  // Not a git work tree: nothing can be committed by mistake, so nothing to protect.
+  if (listed.exitCode !== 0 && /not a git repository/i.test(listed.stderr)) return { protectedFiles: [] };
+  if (listed.exitCode !== 0) throw new Error(`git ls-files failed in ${worktreeDir}: ${listed.stderr.trim()}`);
+  const stdout = listed.stdout;
   const tracked = stdout.split('\0').filter(Boolean);
   const toProtect: string[] = [];
   for (const file of tracked) {
@@ -45,7 +42,7 @@ export async function keepOpencodeWritesOutOfWorktree(worktreeDir: string): Prom
     if (!/"\$schema"\s*:/.test(text)) toProtect.push(file);
   }
   if (toProtect.length > 0) {
-    await run('git', ['update-index', '--skip-worktree', '--', ...toProtect], { cwd: worktreeDir });
+    await git.ok(worktreeDir, ['update-index', '--skip-worktree', '--', ...toProtect]);
   }
   return { protectedFiles: toProtect };
 }

@@ -35,10 +35,8 @@ export interface DraftRequest {
   repoPath: string;
   request: string;
   model?: string | null;
-  /** File to write the plan to; default `<outDir>/forge-plan-<id>.md`. Refused when it exists. */
+  /** File to write the plan to; default defaultDraftPath (in the data folder). Refused when it exists. */
   outPath?: string | null;
-  /** Folder for the default file name; default `<dataDir>/plans`. */
-  outDir?: string | null;
   signal?: AbortSignal;
   onProgress?: (message: string) => void;
 }
@@ -67,6 +65,15 @@ export interface PlanDrafter {
 }
 
 const DRAFT_ID_RE = /^[a-z0-9]{6,16}$/;
+
+/**
+ * Where a drafted plan goes without --out, for `forge plan` and VS Code alike (issue 28): the
+ * data folder, outside the user's working tree, so a draft never shows as an untracked file
+ * there (which every run would warn about).
+ */
+export function defaultDraftPath(dataDir: string, draftId: string): string {
+  return join(dataDir, 'plans', draftFileName(draftId));
+}
 
 export function createPlanDrafter(deps: PlanDrafterDeps): PlanDrafter {
   const checkoutDirFor = (id: string) => join(deps.dataDir, 'plan-drafts', id);
@@ -159,7 +166,7 @@ export function createPlanDrafter(deps: PlanDrafterDeps): PlanDrafter {
       const project = await deps.projectOf(request.repoPath);
       const model = await deps.resolveModel(request.model ?? null);
       const id = randomBytes(4).toString('hex');
-      const outPath = resolve(request.outPath ?? join(request.outDir ?? join(deps.dataDir, 'plans'), draftFileName(id)));
+      const outPath = resolve(request.outPath ?? defaultDraftPath(deps.dataDir, id));
       if (request.outPath && (await exists(outPath))) {
         throw new PlanDraftError('out_exists', `${outPath} exists already; Forge does not overwrite it. Give another --out, or remove the file.`);
       }

@@ -90,7 +90,13 @@ export function buildBwrapArgs(settings: SandboxSpec, shape: BwrapCommandShape):
   for (const p of layout.etcDirs) args.push('--ro-bind', p, p);
   args.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--tmpfs', '/run');
   args.push('--bind', settings.worktreeDir, settings.worktreeDir);
-  if (settings.gitCommonDir) args.push('--ro-bind', settings.gitCommonDir, settings.gitCommonDir);
+  if (settings.gitCommonDir) {
+    args.push('--ro-bind', settings.gitCommonDir, settings.gitCommonDir);
+    // The worktree's .git file names the repository: read-only, so no command in the sandbox
+    // can point it at a git dir of its own (issue 26). `-try`: a worktree without one starts too.
+    const gitFile = `${settings.worktreeDir.replace(/\/+$/, '')}/.git`;
+    args.push('--ro-bind-try', gitFile, gitFile);
+  }
   for (const p of settings.readOnlyPaths ?? []) args.push('--ro-bind', p, p);
   args.push('--remount-ro', '/');
   args.push('--unshare-all');
@@ -155,12 +161,18 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
     lines.push(`if ! { ${joins}; } 2>/dev/null; then ${joinFailed}; exit 125; fi`);
   } else if (plan.procsFiles.length > 0) {
     const joins = plan.procsFiles.map((f) => `echo "$forge_child" > ${q(f)}`).join(' && ');
+    const primeJoins = plan.procsFiles.map((f) => `echo "$BASHPID" > ${q(f)}`).join(' && ');
     lines.push(
       'exec {forge_block}<> <(:) {forge_info}<> <(:)',
       'exec {forge_info_r}</dev/fd/$forge_info {forge_info_w}>/dev/fd/$forge_info {forge_info}<&-',
       'forge_bwrap=$$',
       '{',
       '  exec {forge_info_w}>&- >/dev/null',
+      // The helper joins first itself, while bwrap sets up: that write waits out the grace period
+      // (it starts at once instead of after bwrap's report), and the child's join right after
+      // finds the kernel's lock still in its fast state. A failure here (pids limit) changes
+      // nothing: the child's join below decides.
+      `  { ${primeJoins}; } 2>/dev/null`,
       '  forge_child=',
       // bwrap writes {"child-pid": N, …} once the sandbox's first process exists; end-of-file
       // (bwrap failed before that, and says why itself) leaves nothing to do.

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { SandboxLimits } from './types';
@@ -150,6 +151,60 @@ export class SandboxCgroups {
     return { procsFiles, unenforced };
   }
 
+  /**
+   * A cgroup that only tracks processes (no limit is set): an unconfined loop's, so everything
+   * its agent starts — `setsid`, double forks and `nohup` included, whatever environment it
+   * keeps — can be found and killed (`remove`). Tried in order: Forge's parent group (v2
+   * `<root>/<parent>/<name>`, v1 the pids hierarchy; needs root), then a child of this
+   * process's own cgroup v2 where that is delegated to the user (systemd's user sessions). A
+   * process joining it is proved once with a real child, so a cgroup that can be made but not
+   * joined is reported, never assumed.
+   */
+  async track(name: string): Promise<{ procsFiles: string[] } | { reason: string }> {
+    const layout = await this.layout();
+    const candidates: string[] = [];
+    const reasons: string[] = [];
+    if (layout === 'v2') candidates.push(path.join(this.root, this.parent, name));
+    // On v1 the pids hierarchy must be a mounted cgroup (a plain folder of the tmpfs above it would "work" and track nothing).
+    else if (layout === 'v1' && (await exists(path.join(this.root, 'pids', 'cgroup.procs')))) candidates.push(path.join(this.root, 'pids', this.parent, name));
+    else reasons.push(layout === 'none' ? `no cgroup file system at ${this.root}` : `no pids cgroup hierarchy at ${path.join(this.root, 'pids')}`);
+    const delegated = await this.delegatedDir(name);
+    if (delegated) candidates.push(delegated);
+    for (const dir of candidates) {
+      const joined = await joinProbe(dir);
+      if (joined === null) return { procsFiles: [path.join(dir, 'cgroup.procs')] };
+      reasons.push(joined);
+    }
+    return { reason: `${reasons.join('; ')}: Forge needs root or a cgroup v2 delegated to this user` };
+  }
+
+  /** `<name>` under this process's own cgroup v2 (where a delegated one can be), or null when there is none apart from the root. */
+  private async delegatedDir(name: string): Promise<string | null> {
+    const mount = (await exists(path.join(this.root, 'cgroup.controllers')))
+      ? this.root
+      : (await exists(path.join(this.root, 'unified', 'cgroup.controllers')))
+        ? path.join(this.root, 'unified')
+        : null;
+    if (!mount) return null;
+    const own = ownCgroupV2Path(await fs.readFile('/proc/self/cgroup', 'utf8').catch(() => ''));
+    if (!own || own === '/') return null;
+    return path.join(mount, own, name);
+  }
+
+  /** Names of Forge's cgroups (under `parent` in every hierarchy, and under this process's own cgroup v2) that start with `prefix`. */
+  async listByPrefix(prefix: string): Promise<string[]> {
+    const layout = await this.layout();
+    const parents = layout === 'v2' ? [path.join(this.root, this.parent)] : layout === 'v1' ? V1_CONTROLLERS.map((c) => path.join(this.root, c, this.parent)) : [];
+    const delegated = await this.delegatedDir('');
+    if (delegated) parents.push(delegated);
+    const names = new Set<string>();
+    for (const parent of parents) {
+      const entries = await fs.readdir(parent, { withFileTypes: true }).catch(() => []);
+      for (const e of entries) if (e.isDirectory() && e.name.startsWith(prefix)) names.add(e.name);
+    }
+    return [...names].sort();
+  }
+
   /** Out-of-memory kills recorded by the sandbox's memory cgroup, when readable. */
   async oomKills(name: string): Promise<number | undefined> {
     const layout = await this.layout();
@@ -164,7 +219,8 @@ export class SandboxCgroups {
 
   /** Kills every process still in the sandbox's cgroup and removes it. */
   async remove(name: string): Promise<void> {
-    const dirs = await this.dirs(name);
+    const delegated = await this.delegatedDir(name);
+    const dirs = [...(await this.dirs(name)), ...(delegated ? [delegated] : [])];
     for (let attempt = 0; attempt < 50; attempt++) {
       let left = 0;
       for (const dir of dirs) {
@@ -191,6 +247,36 @@ export class SandboxCgroups {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(`Could not remove the sandbox cgroup of "${name}": processes keep running in it.`);
+  }
+}
+
+/** This process's cgroup v2 path (the `0::` line of /proc/self/cgroup), or null. */
+export function ownCgroupV2Path(procSelfCgroup: string): string | null {
+  const line = procSelfCgroup.split('\n').find((l) => l.startsWith('0::'));
+  return line ? line.slice(3).trim() || null : null;
+}
+
+/** Makes `dir` and moves a short-lived child into it: null when that worked, else why not (the folder is removed again). */
+async function joinProbe(dir: string): Promise<string | null> {
+  try {
+    await fs.mkdir(dir, { recursive: true });
+  } catch (e) {
+    return `cannot create the cgroup ${dir} (${errCode(e)})`;
+  }
+  const procsFile = path.join(dir, 'cgroup.procs');
+  const probe = spawn('sleep', ['30'], { stdio: 'ignore' });
+  probe.on('error', () => undefined);
+  try {
+    if (!probe.pid) throw Object.assign(new Error('could not start a probe process'), { code: 'ESPAWN' });
+    await fs.writeFile(procsFile, String(probe.pid));
+    const inside = (await fs.readFile(procsFile, 'utf8')).split('\n').includes(String(probe.pid));
+    if (!inside) throw Object.assign(new Error('the probe process is not listed'), { code: 'ENOTJOINED' });
+    return null;
+  } catch (e) {
+    await fs.rmdir(dir).catch(() => undefined);
+    return `cannot move a process into the cgroup ${dir} (${errCode(e)})`;
+  } finally {
+    probe.kill('SIGKILL');
   }
 }
 

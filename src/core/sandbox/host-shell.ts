@@ -23,7 +23,7 @@ import { LOOP_PROCESS_MARKER_VARIABLE } from './shell-router';
  *
  * It is not a sandbox: the agent runs as the user, can write wherever the user can, and can
  * read the environment of the user's processes, opencode's among them, through /proc. The
- * README says so, and every surface calls such a loop unconfined.
+ * docs/sandbox.md says so, and every surface calls such a loop unconfined.
  */
 
 export const AGENT_SHELL_NAME = 'forge-agent-shell';
@@ -65,7 +65,14 @@ function escapeRegExp(s: string): string {
 /** git subcommands that send objects to another repository. */
 const PUSHING_SUBCOMMANDS = ['push', 'send-pack', 'http-push', 'remote-ext', 'remote-fd'];
 
-export function renderAgentShell(input: { loopName: string; binDir: string; bash: string; callsDir?: string }): string {
+export interface AgentShellTracking {
+  /** `cgroup.procs` files of the loop's process cgroup: each command joins them before it runs (fails closed). */
+  cgroupProcsFiles?: readonly string[];
+  /** The loop's process marker, kept by every process that keeps its environment (FORGE_LOOP_INSTANCE; a shared server's router sets its own first). */
+  loopMarker?: string;
+}
+
+export function renderAgentShell(input: { loopName: string; binDir: string; bash: string; callsDir?: string } & AgentShellTracking): string {
   const guard = Object.entries(pushGuardEnv()).filter(([k]) => k !== 'GIT_CONFIG_COUNT');
   const count = guard.length / 2;
   return [
@@ -79,6 +86,12 @@ export function renderAgentShell(input: { loopName: string; binDir: string; bash
     `  case "$forge_name" in ${JOB_MARKER_VARIABLE}|${WATCHDOG_MARKER_VARIABLE}|${LOOP_PROCESS_MARKER_VARIABLE}) ;; ${SECRET_VARIABLE_PATTERNS.join('|')}) unset "$forge_name" ;; esac`,
     'done',
     'unset forge_name',
+    // Into the loop's own cgroup first: whatever the command starts (setsid, double forks, nohup,
+    // a cleared environment) stays in it and ends with the loop. No cgroup, no command.
+    ...(input.cgroupProcsFiles ?? []).map(
+      (file) => `printf '%s\\n' "$$" > ${shellQuote(file)} 2>/dev/null || { echo ${shellQuote(`forge: this command cannot join the loop's process cgroup (${file}), so it was not run; the loop may be ending.`)} >&2; exit 126; }`,
+    ),
+    ...(input.loopMarker ? [`export ${LOOP_PROCESS_MARKER_VARIABLE}="\${${LOOP_PROCESS_MARKER_VARIABLE}:-${input.loopMarker}}"`] : []),
     ...(input.callsDir ? renderWatchdogStamp(input.callsDir) : []),
     // The user's own GIT_CONFIG_* entries come first; the guard is appended after them.
     'forge_base=${GIT_CONFIG_COUNT:-0}',
@@ -142,7 +155,7 @@ export interface AgentHostShell {
  * Writes the agent shell of an unconfined loop into a Forge-owned folder (never the worktree)
  * and returns what the opencode server needs to use it.
  */
-export async function prepareAgentHostShell(input: { dir: string; loopName: string; basePath?: string }): Promise<AgentHostShell> {
+export async function prepareAgentHostShell(input: { dir: string; loopName: string; basePath?: string } & AgentShellTracking): Promise<AgentHostShell> {
   const dir = path.resolve(input.dir);
   const binDir = path.join(dir, 'bin');
   await fs.mkdir(binDir, { recursive: true });
@@ -158,7 +171,14 @@ export async function prepareAgentHostShell(input: { dir: string; loopName: stri
   await fs.mkdir(callsDir, { recursive: true });
   await writeExecutable(path.join(binDir, 'git'), renderGitGuard(realGit));
   await writeExecutable(path.join(binDir, `git-remote-${PUSH_REFUSED_TRANSPORT.replace(/:+$/, '')}`), renderRefusedRemoteHelper());
-  await writeExecutable(shellPath, renderAgentShell({ loopName: input.loopName, binDir, bash, callsDir }));
+  await writeExecutable(shellPath, renderAgentShell({
+      loopName: input.loopName,
+      binDir,
+      bash,
+      callsDir,
+      ...(input.cgroupProcsFiles ? { cgroupProcsFiles: input.cgroupProcsFiles } : {}),
+      ...(input.loopMarker ? { loopMarker: input.loopMarker } : {}),
+    }));
   return { env: { SHELL: shellPath }, config: { shell: shellPath }, shellPath, dir, callsDir };
 }
 

@@ -69,7 +69,12 @@ export function buildOciCreateArgs(spec: SandboxSpec, ctx: OciCreateContext): st
     '-v', `${spec.worktreeDir}:${spec.worktreeDir}:rw`,
   ];
   for (const [k, v] of Object.entries(SANDBOX_BASE_ENV)) args.push('-e', `${k}=${v}`);
-  if (spec.gitCommonDir) args.push('-v', `${spec.gitCommonDir}:${spec.gitCommonDir}:ro`);
+  if (spec.gitCommonDir) {
+    args.push('-v', `${spec.gitCommonDir}:${spec.gitCommonDir}:ro`);
+    // The worktree's .git file, read-only (issue 26); --mount fails instead of making a folder when it is missing.
+    const gitFile = `${spec.worktreeDir.replace(/\/+$/, '')}/.git`;
+    args.push('--mount', `type=bind,source=${gitFile},target=${gitFile},readonly`);
+  }
   for (const p of spec.readOnlyPaths ?? []) args.push('-v', `${p}:${p}:ro`);
   for (const [k, v] of Object.entries(spec.labels ?? {})) args.push('--label', `${LABEL_SANDBOX}.${k}=${v}`);
   if (ctx.engine === 'podman' && ctx.rootless) args.push('--userns=keep-id');

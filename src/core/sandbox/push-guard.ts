@@ -10,7 +10,7 @@
  * line adds values to a multi-valued key; it cannot remove this one. Forge's own git commands
  * (checkpoints, merge) run in Forge's process, not in this environment, and never push.
  *
- * What it does not stop (said in the README): an agent that clears the variables from its own
+ * What it does not stop (said in docs/sandbox.md): an agent that clears the variables from its own
  * environment, names an explicit `pushurl` with `-c`, or adds a longer `pushInsteadOf` prefix that
  * rewrites its URL to itself. Only a sandbox stops those, by leaving
  * no remote reachable.

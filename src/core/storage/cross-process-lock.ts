@@ -110,6 +110,11 @@ function readProcStat(pid: number | 'self'): { startTime: string; zombie: boolea
   }
 }
 
+/** This process as an owner record (for resources other than locks: owner-records.ts). */
+export function currentProcessOwner(): LockOwner {
+  return { pid: process.pid, startTime: readProcStat('self')?.startTime ?? null, host: os.hostname(), token: randomBytes(8).toString('hex'), acquiredAt: Date.now() };
+}
+
 /** Whether a process with this pid runs on this machine (zombies count as dead). */
 export function isProcessAlive(pid: number): boolean {
   try {
@@ -135,7 +140,7 @@ export function isLockOwnerAlive(owner: LockOwner): boolean {
   return owner.startTime === null || owner.startTime === stat.startTime;
 }
 
-function parseOwner(text: string): LockOwner | undefined {
+export function parseOwner(text: string): LockOwner | undefined {
   try {
     const value = JSON.parse(text) as Partial<LockOwner>;
     if (typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string') {

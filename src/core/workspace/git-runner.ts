@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { WorkspaceError } from './workspace-error';
+import { hardenedGitArgv, hardenedGitEnv, type HardenedGitTarget } from './git-hardening';
 
 export interface GitResult {
   exitCode: number;
@@ -30,6 +31,13 @@ export interface GitRunner {
 export interface GitRunnerOptions {
   /** Environment for every git process; defaults to this process's environment. */
   env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * The repository Forge made for a folder that is a loop's worktree (hostile input, issue 26),
+   * or null for a folder of the user's. For a worktree every command names that repository
+   * explicitly and runs with git's command-running settings off (git-hardening.ts); rejects when
+   * the folder is a worktree whose repository cannot be established.
+   */
+  worktreeTarget?: (cwd: string) => Promise<HardenedGitTarget | null>;
 }
 
 /**
@@ -70,9 +78,16 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
     return new WorkspaceError('git_failed', `Forge could not run git ${args.join(' ')} in ${cwd}: ${message}`, { cause: error });
   }
 
-  function run(cwd: string, args: string[], runOptions: GitRunOptions = {}): Promise<GitResult> {
+  const worktreeEnv = hardenedGitEnv(env);
+
+  async function run(cwd: string, args: string[], runOptions: GitRunOptions = {}): Promise<GitResult> {
+    const target = options.worktreeTarget ? await options.worktreeTarget(cwd) : null;
     // Each `-c key=value` goes before the command, as git wants it.
-    const argv = [...(runOptions.config ?? []).flatMap((setting) => ['-c', setting]), ...args];
+    const argv = target ? hardenedGitArgv(target, args, runOptions.config) : [...(runOptions.config ?? []).flatMap((setting) => ['-c', setting]), ...args];
+    return spawnGit(cwd, args, argv, target ? worktreeEnv : env);
+  }
+
+  function spawnGit(cwd: string, args: string[], argv: string[], childEnv: Record<string, string>): Promise<GitResult> {
     return new Promise<GitResult>((resolve, reject) => {
       let settled = false;
       const fail = (error: unknown) => {
@@ -83,7 +98,7 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
       let child: ChildProcess;
       try {
         // No shell: every argument reaches git as it is. No stdin: git never waits for input.
-        child = spawn('git', argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+        child = spawn('git', argv, { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
       } catch (error) {
         fail(error);
         return;

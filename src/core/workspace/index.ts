@@ -1,4 +1,4 @@
-export { sectionCheckpointMessage, loopTeardownMessage } from './checkpoint-message';
+export { sectionCheckpointMessage, loopTeardownMessage, type StagedChanges } from './checkpoint-message';
 export { MAX_DATA_DIR_LENGTH, ensureDataDir, resolveDataDir, type ResolveDataDirOptions } from './data-dir';
 export { createGitRunner, type GitResult, type GitRunner, type GitRunnerOptions, type GitRunOptions } from './git-runner';
 export {

@@ -10,6 +10,7 @@ import { firstLine } from './git-output';
 import { branchCommit, identityConfig, isAncestor, listWorktrees } from './git-queries';
 import type { GitRunner } from './git-runner';
 import { pathExists } from './workspace-paths';
+import { claimMergeScratch, MERGE_SCRATCH_PREFIX, releaseMergeScratch } from './merge-scratch';
 import { LOOP_BRANCH_PREFIX, type CommitIdentity, type LoopWorktree, type MergeMode, type MergeResult, type WorkspaceLog } from './worktree-types';
 
 /** What merging needs of the worktree service. */
@@ -57,8 +58,15 @@ export async function mergeWithoutCheckout(
 ): Promise<MergeResult> {
   const { git, identity } = ctx;
   const root = await ctx.worktreesRoot();
-  const scratch = path.join(root, `.merge-${loopLabel}-${randomBytes(4).toString('hex')}`);
-  await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
+  const scratch = path.join(root, `${MERGE_SCRATCH_PREFIX}${loopLabel}-${randomBytes(4).toString('hex')}`);
+  // Owned from before it exists: a crash leaves it to the next start's cleanup (merge-scratch.ts).
+  await claimMergeScratch(root, scratch);
+  try {
+    await git.ok(repoDir, ['worktree', 'add', '--detach', scratch, baseTip]);
+  } catch (error) {
+    await releaseMergeScratch(root, scratch);
+    throw error;
+  }
   try {
     const merged = await git.run(scratch, ['merge', '--no-ff', '--no-edit', '-m', message, `refs/heads/${branch}`], {
       config: await identityConfig(git, scratch, identity),
@@ -83,7 +91,8 @@ export async function mergeWithoutCheckout(
     }
     return { kind: 'merged', commit: mergeCommit, message: `Merged ${branch} into ${base} (${mergeCommit.slice(0, 12)}).` };
   } finally {
-    await git.run(repoDir, ['worktree', 'remove', '--force', scratch]);
+    const removed = await git.run(repoDir, ['worktree', 'remove', '--force', scratch]);
+    if (removed.exitCode === 0) await releaseMergeScratch(root, scratch);
   }
 }
 

@@ -4,13 +4,16 @@
  * (git-output.ts), read-only git questions (git-queries.ts), path checks (workspace-paths.ts)
  * and its types and constants (worktree-types.ts).
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
 import { createGitRunner, type GitRunner } from './git-runner';
+import { createWorktreeGitDirs, removeNestedRepository, type WorktreeIntegrityProblem } from './worktree-git-dirs';
+import { sweepMergeScratch } from './merge-scratch';
 import { isLoopName } from './loop-name';
 import { canonicalPath, inspectRepository, type InspectRepositoryOptions, type RepositoryInfo } from './repository';
 import { WorkspaceError } from './workspace-error';
+import { stagedFromNameStatus, type StagedChanges } from './checkpoint-message';
 import { firstLine, parseNameStatus } from './git-output';
 import { branchCommit, branchCommits, identityConfig, listWorktrees } from './git-queries';
 import { isInside, pathExists } from './workspace-paths';
@@ -21,6 +24,7 @@ import {
   FORGE_COMMIT_IDENTITY,
   LOOP_BRANCH_PREFIX,
   type ChangedFile,
+  type CommitAllOptions,
   type CreateWorktreeRequest,
   type EnsureWorktreeResult,
   type LoopWorktree,
@@ -37,11 +41,19 @@ export * from './worktree-types';
  */
 export function createWorktreeService(options: WorktreeServiceOptions) {
   const { log } = options;
-  const git: GitRunner = createGitRunner(options.gitEnv ? { env: options.gitEnv } : {});
   const identity = options.identity ?? FORGE_COMMIT_IDENTITY;
   const artefactDirs = options.artefactDirs ?? DEFAULT_ARTEFACT_DIRS;
   const dataDir = path.resolve(options.dataDir);
   let worktreesRootPromise: Promise<string> | null = null;
+  /**
+   * Loop worktrees are hostile input (issue 26): every git command on one names the git dir
+   * Forge made for it and runs with git's command-running settings off (git-hardening.ts).
+   * Folders of the user's (the repository, its checkout) get git as the user runs it.
+   */
+  // The worktrees folder's path, without creating the data folder (a read-only inspection must not).
+  const loopWorktreesRoot = () => worktreesRootPromise ?? canonicalPath(path.join(dataDir, 'worktrees'));
+  const gitDirs = createWorktreeGitDirs({ loopWorktreesRoot, ...(options.gitEnv ? { env: options.gitEnv } : {}) });
+  const git: GitRunner = createGitRunner({ ...(options.gitEnv ? { env: options.gitEnv } : {}), worktreeTarget: gitDirs.targetFor });
 
   /** `<dataDir>/worktrees`, created and checked writable once per service. */
   function worktreesRoot(): Promise<string> {
@@ -279,6 +291,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     }
 
     try {
+      await gitDirs.register(worktreeDir, repo.gitCommonDir);
       await installArtefactIgnores(worktreeDir);
     } catch (error) {
       // Roll back the folder; the branch stays (it is at the start commit with no work, so it is reusable).
@@ -307,6 +320,18 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     const { branch } = loop;
 
     if (await pathExists(worktreeDir)) {
+      // The repository's own common dir names Forge's git dir for the worktree; a `.git` file
+      // the agent rewrote is put back (the loop's next commit records what it did).
+      const commonDir = await canonicalPath(path.resolve(loop.repoDir, firstLine(await git.ok(loop.repoDir, ['rev-parse', '--git-common-dir']))));
+      await gitDirs.register(worktreeDir, commonDir).catch((error: unknown) => {
+        throw new WorkspaceError(
+          'worktree_mismatch',
+          `${worktreeDir} exists but is not a working git worktree of ${loop.repoDir} (none, or one of another repository). If the repository was moved, run "git worktree repair ${worktreeDir}" in it; otherwise move the folder away (Forge then recreates the worktree from ${branch}) and restart the loop.`,
+          { cause: error },
+        );
+      });
+      const restored = await gitDirs.restoreGitFile(worktreeDir);
+      for (const p of restored) log.warn(`workspace: ${worktreeDir}: ${p.detail}; Forge put it back`);
       const top = await git.run(worktreeDir, ['rev-parse', '--show-toplevel']);
       if (top.exitCode !== 0 || (await canonicalPath(firstLine(top.stdout))) !== worktreeDir) {
         throw new WorkspaceError(
@@ -351,6 +376,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
     await mkdir(path.dirname(worktreeDir), { recursive: true });
     await addWorktree(loop.repoDir, [worktreeDir, branch], worktreeDir, branch);
+    const commonDir = await canonicalPath(path.resolve(loop.repoDir, firstLine(await git.ok(loop.repoDir, ['rev-parse', '--git-common-dir']))));
+    await gitDirs.register(worktreeDir, commonDir);
     await installArtefactIgnores(worktreeDir);
     log.info(`workspace: recreated ${worktreeDir} from ${branch} at ${tip.slice(0, 12)}`);
     return { status: 'recreated', worktreeDir };
@@ -361,16 +388,24 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
    * artefact folders) and commits it. Returns the new commit's sha, or null
    * when there was nothing to commit. `likelyClean` (a loop's last commit, often after a
    * checkpoint that took everything): ask git's status first, one process when it is clean.
+   * `message` may be written from what the commit holds (checkpoint-message.ts): one more git
+   * process (diff --cached) names its paths.
    */
-  async function commitAll(worktreeDirInput: string, message: string, options: { likelyClean?: boolean } = {}): Promise<string | null> {
+  async function commitAll(worktreeDirInput: string, messageOrWriter: string | ((changes: StagedChanges) => string), options: CommitAllOptions = {}): Promise<string | null> {
     const worktreeDir = await assertLoopFolder(worktreeDirInput);
     if (!(await pathExists(worktreeDir))) {
       throw new WorkspaceError('missing_worktree', `The loop's worktree ${worktreeDir} is gone; there is nothing to commit. Restart the loop to recreate it from its branch.`);
     }
-    if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
+    if (typeof messageOrWriter === 'string' && messageOrWriter.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
 
     // Checkpoints sit between two agent sessions, so every git process here delays the next
     // prompt: the common case is two, add and commit.
+    const agentChanges = await gitDirs.restoreGitFile(worktreeDir);
+    const report = () => {
+      if (agentChanges.length === 0) return;
+      for (const p of agentChanges) log.warn(`workspace: ${worktreeDir}: ${p.detail}`);
+      options.onAgentGitChanges?.(agentChanges);
+    };
     const pathspec = await ownWorkPathspec(worktreeDir);
     if (options.likelyClean) {
       // Porcelain v2 with --branch prints its branch headers first; anything after them is a
@@ -378,11 +413,13 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       const status = await git.ok(worktreeDir, ['status', '--porcelain=v2', '--branch', '-z', '--untracked-files=all', ...pathspec]);
       if (!status.split('\0').some((entry) => entry !== '' && !entry.startsWith('# '))) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
+        report();
         return null;
       }
     }
     // --verbose lists what it staged: nothing listed is nothing new from the working tree.
-    const added = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
+    const added = await addWithoutEmbeddedRepositories(worktreeDir, pathspec, agentChanges);
+    report();
     if (added.trim() === '') {
       // Nothing new from the working tree; an agent may still have staged something itself.
       // (--dry-run answers by exit code.)
@@ -393,6 +430,14 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
         log.debug(`workspace: nothing to commit in ${worktreeDir}`);
         return null;
       }
+    }
+    let message: string;
+    if (typeof messageOrWriter === 'string') message = messageOrWriter;
+    else {
+      // The index, not add's list: an agent may have staged (git rm, git mv) before this add.
+      const staged = stagedFromNameStatus(parseNameStatus(await git.ok(worktreeDir, ['diff', '--cached', '--name-status', '-z', '--no-renames', ...pathspec])));
+      message = messageOrWriter(staged);
+      if (message.trim() === '') throw new WorkspaceError('commit_failed', 'Forge was asked to commit with an empty message; this is a bug in the caller.');
     }
     // No automatic `git maintenance` after a checkpoint (git starts one from every commit): it
     // would hold up the next prompt; the user's own next commit in the repository runs it.
@@ -413,13 +458,43 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
       throw new WorkspaceError(
         'commit_failed',
-        `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. If a commit hook rejected it, fix what it reports; the changes stay staged in the worktree.`,
+        `Forge could not commit in ${worktreeDir}: ${detail || `git exited with ${result.exitCode}`}. The changes stay staged in the worktree.`,
       );
     }
     // git's summary line, "[branch <sha>] subject", carries the full sha with core.abbrev=40.
     const sha = /^\[[^\n]*?\b([0-9a-f]{40})\]/m.exec(result.stdout)?.[1] ?? firstLine(await git.ok(worktreeDir, ['rev-parse', 'HEAD']));
     log.info(`workspace: committed ${sha.slice(0, 12)} in ${worktreeDir}: ${firstLine(message)}`);
     return sha;
+  }
+
+  /**
+   * `git add -A`, and never an agent-made repository as a gitlink: a folder git staged whole
+   * (a repository inside the worktree) is unstaged, its `.git` removed and its files staged as
+   * files; each becomes an entry of `changes`. Returns git's list of what it staged.
+   */
+  async function addWithoutEmbeddedRepositories(worktreeDir: string, pathspec: string[], changes: WorktreeIntegrityProblem[]): Promise<string> {
+    let listed = await git.ok(worktreeDir, ['add', '-A', '--verbose', ...pathspec]);
+    let all = listed;
+    // A repository inside a repository the agent made: one round per level, a few at most.
+    for (let round = 0; round < 8; round++) {
+      const gitlinks: string[] = [];
+      for (const line of listed.split('\n')) {
+        // git lists a repository it staged as a gitlink with a trailing slash: `add 'sub/'`.
+        const rel = /^add '(.*)'$/.exec(line)?.[1]?.replace(/\/+$/, '');
+        if (rel === undefined || rel === '') continue;
+        const st = await lstat(path.join(worktreeDir, rel)).catch(() => null);
+        if (st?.isDirectory()) gitlinks.push(rel);
+      }
+      if (gitlinks.length === 0) return all;
+      for (const rel of gitlinks) {
+        await git.ok(worktreeDir, ['rm', '--cached', '-f', '-q', '--', rel]);
+        await removeNestedRepository(worktreeDir, `${rel}/.git`);
+        changes.push({ kind: 'nested-repository', path: rel, detail: `the agent made a git repository at ${rel}/; Forge removed its .git and commits its files as plain files` });
+      }
+      listed = await git.ok(worktreeDir, ['add', '-A', '--verbose', '--', ...gitlinks]);
+      all += listed;
+    }
+    throw new WorkspaceError('commit_failed', `Forge could not commit in ${worktreeDir}: it holds repositories nested more than 8 deep. Remove the .git folders below the worktree and try again.`);
   }
 
   /**
@@ -494,6 +569,25 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return [...tracked, ...untracked].sort((a, b) => a.path.localeCompare(b.path));
   }
 
+  /**
+   * The invariants that make handing the worktree to git (VS Code's, a check's, a merge's)
+   * safe: its `.git` file names Forge's git dir, no repository of the agent's is inside it, the
+   * git dir's configuration and hooks are as Forge first saw them. Changes nothing; each
+   * problem is one sentence. With `repoDir`, the git dir is the one that repository made.
+   */
+  async function verifyWorktree(worktreeDirInput: string, repoDir?: string): Promise<WorktreeIntegrityProblem[]> {
+    const worktreeDir = await assertLoopFolder(worktreeDirInput);
+    if (repoDir !== undefined) {
+      const commonDir = await canonicalPath(path.resolve(repoDir, firstLine(await git.ok(repoDir, ['rev-parse', '--git-common-dir']))));
+      try {
+        await gitDirs.register(worktreeDir, commonDir);
+      } catch (error) {
+        return [{ kind: 'git-file', path: '.git', detail: (error as Error).message }];
+      }
+    }
+    return gitDirs.inspect(worktreeDir);
+  }
+
   /** A file's content at the loop's base commit, or null when it did not exist there (for the diff editor). */
   async function readFileAtBase(loop: Pick<LoopWorktree, 'repoDir' | 'baseCommit'>, relativePath: string): Promise<string | null> {
     const gitPath = relativePath.split(path.sep).join('/');
@@ -503,6 +597,12 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
 
   return {
     dataDir,
+    /** Start-up cleanup: merge worktrees of dead processes, registered in `repoDirs` or not (merge-scratch.ts). */
+    // The root as it is: no merge worktree can exist where the folder does not (and ensureDataDir's durable writes cost ~0.5 s under load).
+    sweepMergeScratch: async (repoDirs: readonly string[]) => {
+      const root = await realpath(path.join(dataDir, 'worktrees')).catch(() => null);
+      return root ? sweepMergeScratch(git, root, repoDirs) : [];
+    },
     worktreeDirFor,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
@@ -514,6 +614,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     removeWorktree,
     diffAgainstBase,
     readFileAtBase,
+    verifyWorktree,
   };
 }
 

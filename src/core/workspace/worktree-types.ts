@@ -31,6 +31,17 @@ export const DEFAULT_ARTEFACT_DIRS: readonly string[] = ['.opencode'];
 
 export const LOOP_BRANCH_PREFIX = 'forge/';
 
+/** How a commit in a loop worktree goes. */
+export interface CommitAllOptions {
+  /** The loop's last commit, often after a checkpoint that took everything: ask git's status first. */
+  likelyClean?: boolean;
+  /**
+   * What the agent did to the worktree's git that Forge undid before committing (a rewritten
+   * `.git` file, a repository of its own inside the worktree): the caller records findings.
+   */
+  onAgentGitChanges?: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => void;
+}
+
 export interface WorktreeServiceOptions {
   /** Forge's data folder; worktrees live in `<dataDir>/worktrees/<loop-name>`. */
   dataDir: string;

@@ -100,7 +100,7 @@ export function registerPlanCommands(ctx: ForgeContext): void {
     const repoPath = repositoryFolder(engine);
     if (!repoPath) return refused(ctx, 'no-repository', vscode.l10n.t('Forge drafts plans for your own repository folder, and only loop worktrees are open: open the repository folder.'));
     const result = await runDrafting(vscode.l10n.t('Forge: the architect is drafting a plan…'), (signal, report) =>
-      engine.planner.draft({ repoPath, request, outDir: path.join(engine.dataDir, 'plans'), signal, onProgress: report }),
+      engine.planner.draft({ repoPath, request, signal, onProgress: report }),
     );
     if (result === 'cancelled') return { status: 'cancelled' };
     return present(result, repoPath);

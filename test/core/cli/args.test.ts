@@ -140,8 +140,9 @@ describe('forge CLI arguments', () => {
     exact(['run', 'p.md', '--name'], '--name needs a value: a loop name.');
     exact(['run', 'p.md', '--model'], '--model needs a value: a PROVIDER/MODEL.');
     exact(['status', '--data-dir'], '--data-dir needs a value: a folder.');
-    exact(['run', 'p.md', '--bogus'], 'Unknown option --bogus. "forge --help" lists the options.');
-    exact(['run', 'p.md', '-x'], 'Unknown option -x. "forge --help" lists the options.');
+    exact(['run', 'p.md', '--bogus'], 'Unknown option --bogus.');
+    exact(['run', 'p.md', '-x'], 'Unknown option -x.');
+    exact(['run', 'p.md', '--modle', 'a/b'], 'Unknown option --modle. Did you mean --model?');
     exact(['status', '--json=yes'], '--json takes no value (it is a switch): write --json alone.');
     // Every option that takes a value is covered, and nothing leaks parseArgs' wording.
     for (const option of ['repo', 'name', 'max-iterations', 'model', 'auditor-model', 'variant', 'merge', 'data-dir', 'budget', 'budget-tokens', 'budget-auditor-share']) {

@@ -200,20 +200,24 @@ describe('forge plan: the architect drafts a plan of record (real CLI, opencode,
     assert.equal(await readFile(out, 'utf8'), PLAN, 'the plan tools still worked');
   });
 
-  it('an architect that never calls plan_write: a clear message, exit 6, the session kept; --continue on it drafts the plan', async () => {
-    const out = join(work, 'asked-plan.md');
+  it('an architect that never calls plan_write: a clear message, exit 6, the session kept; --continue on it drafts the plan, by default into the data folder (not the working tree)', async () => {
     architectSteps = [[text('Which file should hold the greeting?'), toolCall('forge_plan_write', { content: PLAN }), text('Done, hello.txt it is.')]];
     useScripts();
-    const r = await runner.run(['plan', 'a greeting', '--out', out], { timeoutMs: 420_000 });
+    const before = repoState();
+    // Run from inside the repository, without --out: the draft must not land in the working tree.
+    const r = await runner.run(['plan', 'a greeting'], { timeoutMs: 420_000, cwd: repo.dir });
     assert.equal(r.code, 6, `${r.stdout}\n${r.stderr}`);
     const id = /No plan yet \(draft ([a-z0-9]+)\)/.exec(r.stdout)?.[1];
     assert.ok(id, r.stdout);
+    const out = join(work, 'data', 'plans', `forge-plan-${id}.md`);
     assert.match(r.stderr, new RegExp(`forge: The architect ended its turn without writing a plan \\(it never called plan_write\\)\\. The session is kept: answer it or ask again with forge plan --continue ${id} "…"\\.`));
     assert.match(r.stdout, /The architect says:\n {2}Which file should hold the greeting\?/);
     assert.ok(!existsSync(out), 'no plan, no file');
-    const again = await runner.run(['plan', '--continue', id, 'hello.txt'], { timeoutMs: 420_000 });
+    const again = await runner.run(['plan', '--continue', id, 'hello.txt'], { timeoutMs: 420_000, cwd: repo.dir });
     assert.equal(again.code, 0, `${again.stdout}\n${again.stderr}`);
+    assert.match(again.stdout, new RegExp(`Written to ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
     assert.equal(await readFile(out, 'utf8'), PLAN);
+    assert.deepEqual(repoState(), before, 'no draft file in the working tree (no untracked file for every run to warn about)');
   });
 
   it('bad input: an empty request, an unknown --continue id, an --out that exists, an empty answer: exit 2 with what to do', async () => {

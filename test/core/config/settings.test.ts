@@ -12,6 +12,7 @@ import {
   type SettingKey,
 } from '../../../src/core/config/settings';
 import { settingDescriptionNlsKey } from '../../../src/core/config/manifest-nls';
+import { settingsReference } from '../../../src/core/config/settings-reference';
 
 const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
 const nls: Record<string, string> = JSON.parse(readFileSync(new URL('../../../package.nls.json', import.meta.url), 'utf8'));
@@ -29,6 +30,12 @@ describe('settings schema', () => {
       assert.equal(nls[settingDescriptionNlsKey(d.key)], expectedDescription, `package.nls.json description of ${d.key} is stale: run npm run sync-manifest`);
       assert.ok(d.description.length > 20, `${d.key} needs a real description`);
     }
+  });
+
+  it('docs/settings.md is the reference of exactly these settings', () => {
+    const doc = readFileSync(new URL('../../../docs/settings.md', import.meta.url), 'utf8');
+    assert.equal(doc, settingsReference(), 'docs/settings.md is stale: run npm run sync-manifest');
+    for (const d of settingDescriptors) assert.match(doc, new RegExp(`^\\| \`${d.key.replace(/\./g, '\\.')}\` \\|`, 'm'));
   });
 
   it('uses SPEC defaults when nothing is set', () => {

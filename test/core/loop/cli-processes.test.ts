@@ -231,8 +231,8 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
 
     // Each section is committed exactly once on the loop branch.
     const subjects = (await w!.repo.git('log', '--format=%s', `forge/${LOOP}`)).trim().split('\n');
-    assert.equal(subjects.filter((s) => s === 'section 1: First file').length, 1, subjects.join('\n'));
-    assert.equal(subjects.filter((s) => s === 'section 2: Second file').length, 1, subjects.join('\n'));
+    assert.equal(subjects.filter((s) => s === 'First file').length, 1, subjects.join('\n'));
+    assert.equal(subjects.filter((s) => s === 'Second file').length, 1, subjects.join('\n'));
     assert.equal(await w!.repo.git('show', `forge/${LOOP}:b.txt`), 'b\n');
 
     // Sessions: one per phase run, none reused; the killed audit's session got nothing more.
@@ -499,7 +499,7 @@ describe('forge CLI processes (real opencode, scripted model, real git and datab
       ['coding', 'auditing', 'coding', 'auditing', 'final_auditing'],
     );
     const commits = events.filter((e) => e.type === 'loop.commit').map((e) => (e as { message?: string }).message);
-    assert.deepEqual(commits, ['section 1: First file', 'section 2: Second file']);
+    assert.deepEqual(commits, ['First file', 'Second file']);
   });
 });
 

@@ -93,7 +93,12 @@ describe('loop runtime end to end (real opencode, scripted model)', function () 
 
     // Checkpoint commits on the loop branch; the user's checkout is untouched.
     const log = (await h.repo.git('log', '--format=%s', 'forge/greeting')).trim().split('\n');
-    assert.deepEqual(log.slice(0, 2), ['section 2: Test', 'section 1: Greeting function']);
+    assert.deepEqual(log.slice(0, 2), ['Test', 'Greeting function']);
+    // As a person writes them (issue 28): the section's title, what changed, which loop.
+    assert.equal(
+      (await h.repo.git('log', '-1', '--format=%B', 'forge/greeting~1')).trim(),
+      'Greeting function\n\nChanges greet.js.\n\nSection 1 of Forge loop greeting, approved by its auditor.',
+    );
     assert.equal(await h.repo.git('show', 'forge/greeting:greet.js'), 'exports.greet = (name) => `hello ${name}`;\n');
     await assert.rejects(readFile(join(h.repo.dir, 'greet.js')));
     // The checkpoint commits are the record: opencode keeps no shadow snapshot repository of

@@ -147,7 +147,7 @@ describe('verification gate end to end (real opencode, real git, scripted model)
     assert.deepEqual([finding?.source, finding?.sectionIndex, finding?.status], ['check', 0, 'resolved']);
     assert.deepEqual(repos.sectionPlans.list(h.projectId, 'twofiles').map((s) => [s.status, s.attempts]), [['done', 2], ['done', 1]]);
     const log = (await h.repo.git('log', '--format=%s', 'forge/twofiles')).trim().split('\n');
-    assert.equal(log.filter((l) => l.startsWith('section 1:')).length, 1, 'one checkpoint for section 1, after its check passed');
+    assert.equal(log.filter((l) => l === 'First').length, 1, 'one checkpoint for section 1, after its check passed');
     assert.equal((await h.repo.git('show', 'forge/twofiles:b.txt')), 'b\n');
   });
 

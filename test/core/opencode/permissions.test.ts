@@ -90,6 +90,20 @@ describe('loop permissions', () => {
     );
   });
 
+  it('refuses every file write into a .git entry, at the top or below, and allows reading it (issue 26)', () => {
+    const code = { role: 'code' as const, worktreeDir: WT };
+    for (const p of ['.git', `${WT}/.git`, 'sub/.git/config', `${WT}/a/.git/hooks/pre-commit`]) {
+      for (const permission of ['edit', 'write']) {
+        const d = decidePermissionReply(ask(permission, [p]), code);
+        assert.equal(d.reply, 'reject', `${permission} ${p}`);
+        assert.match(d.reason, /\.git file or folder/);
+      }
+    }
+    assert.equal(decidePermissionReply(ask('write', ['.gitignore']), code).reply, 'once');
+    assert.equal(decidePermissionReply(ask('write', ['src/my.git/x']), code).reply, 'once');
+    assert.equal(decidePermissionReply(ask('read', ['.git']), code).reply, 'once');
+  });
+
   it("keeps the deny rules of the user's opencode permission configuration", () => {
     assert.deepEqual(denyRulesFromOpencodePermission({ bash: { 'rm *': 'deny', 'ls *': 'allow' }, webfetch: 'deny', edit: 'ask' }), [
       { permission: 'bash', pattern: 'rm *', action: 'deny' },

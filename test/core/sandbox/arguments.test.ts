@@ -246,3 +246,16 @@ describe('opencode shell shim', () => {
     }
   });
 });
+
+describe('the worktree\'s .git file is read-only in every sandbox (issue 26)', () => {
+  const gitFile = '/data/worktrees/demo/.git';
+  it('bwrap: ro-binds it after the writable worktree bind (a later mount wins)', () => {
+    const args = buildBwrapArgs(spec, { cwd: spec.worktreeDir, hostPath: () => ({ kind: 'missing' }) });
+    const at = args.findIndex((a, i) => a === '--ro-bind-try' && args[i + 1] === gitFile && args[i + 2] === gitFile);
+    assert.ok(at > args.indexOf(spec.worktreeDir), args.join(' '));
+  });
+  it('docker/podman: mounts it read-only, and fails rather than making a folder when it is missing', () => {
+    const args = buildOciCreateArgs(spec, { engine: 'docker', uid: 1000, gid: 1001, rootless: false, adjustments: {} } satisfies OciCreateContext);
+    assert.ok(args.includes(`type=bind,source=${gitFile},target=${gitFile},readonly`), args.join(' '));
+  });
+});

@@ -16,7 +16,7 @@ import {
   type HostPathKind,
 } from '../../../src/core/sandbox/bwrap-args';
 import { bwrapVersionTooOld, BwrapRuntime } from '../../../src/core/sandbox/bwrap-driver';
-import { cgroupJoinStrategy, cgroupMountOptionsOf, readCgroupJoinFacts, SandboxCgroups, type CgroupJoinStrategy } from '../../../src/core/sandbox/cgroup';
+import { cgroupJoinStrategy, cgroupMountOptionsOf, ownCgroupV2Path, readCgroupJoinFacts, SandboxCgroups, type CgroupJoinStrategy } from '../../../src/core/sandbox/cgroup';
 import type { SandboxSpec } from '../../../src/core/sandbox/types';
 
 const spec: SandboxSpec = { name: 'forge-demo', worktreeDir: '/data/wt', gitCommonDir: '/data/repo/.git', network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } };
@@ -84,6 +84,10 @@ describe('bwrap launcher text', () => {
     assert.match(text.split('\n').at(-1)!, /^exec -c \/usr\/bin\/bwrap \$\{FORGE_JOB_MARK:\+--setenv FORGE_JOB_MARK "\$FORGE_JOB_MARK"\} \$\{FORGE_WATCHDOG_MARK:\+--setenv FORGE_WATCHDOG_MARK "\$FORGE_WATCHDOG_MARK"\} --info-fd "\$forge_info_w" --block-fd "\$forge_block" /);
     assert.ok(text.includes('echo "$forge_child" > /cg/memory/forge/x/cgroup.procs && echo "$forge_child" > /cg/pids/forge/x/cgroup.procs'));
     assert.ok(!/echo "\$forge_bwrap" >/.test(text));
+    // The helper joins itself first (the grace period starts while bwrap sets up), before it reads bwrap's report.
+    const lines = text.split('\n');
+    const prime = lines.findIndex((l) => l.includes('{ echo "$BASHPID" > /cg/memory/forge/x/cgroup.procs && echo "$BASHPID" > /cg/pids/forge/x/cgroup.procs; } 2>/dev/null'));
+    assert.ok(prime > 0 && prime < lines.findIndex((l) => l.includes('read -r -u "$forge_info_r"')), text);
   });
 
   it('before-exec join: the shell writes its own pid into every hierarchy, then becomes bwrap; no helper, no pipes', () => {
@@ -125,6 +129,12 @@ describe('cgroup join strategy (pure)', () => {
       ['rw', 'relatime', 'favordynmods'],
     ]);
     assert.deepEqual(cgroupMountOptionsOf('cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0', '/sys/fs/cgroup'), [['rw', 'nsdelegate']]);
+  });
+
+  it('reads this process\'s own cgroup v2 (where an unconfined loop\'s cgroup can be delegated) from /proc/self/cgroup', () => {
+    assert.equal(ownCgroupV2Path('0::/user.slice/user-1000.slice/user@1000.service/app.slice/code.scope\n'), '/user.slice/user-1000.slice/user@1000.service/app.slice/code.scope');
+    assert.equal(ownCgroupV2Path('9:name=systemd:/\n4:memory:/x\n0::/\n'), '/');
+    assert.equal(ownCgroupV2Path('4:memory:/x\n'), null);
   });
 
   it('reads the host\'s facts from files, and takes unreadable ones as "not cheap"', () => {

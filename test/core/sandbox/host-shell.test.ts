@@ -1,11 +1,11 @@
 /**
  * The agent shell of an unconfined loop (src/core/sandbox/host-shell.ts), run for real: bash,
- * git, a local bare remote. What the README promises for unconfined loops is checked here
+ * git, a local bare remote. What docs/sandbox.md promises for unconfined loops is checked here
  * command by command, and end to end by test/core/loop/loop-hostile.test.ts.
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isSecretVariableName, prepareAgentHostShell, type AgentHostShell } from '../../../src/core/sandbox/host-shell';
@@ -99,6 +99,21 @@ describe('unconfined agent shell (real bash and git)', () => {
     const r = run('git status --short && git -c user.name=a -c user.email=a@a commit -q --allow-empty -m two && git log --oneline | wc -l && git fetch -q origin');
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /^2$/m);
+  });
+
+  it('joins the loop\'s process cgroup before the command runs, and runs nothing when it cannot (fails closed)', async () => {
+    const procs = path.join(root, 'cgroup.procs');
+    writeFileSync(procs, '');
+    const joined = await prepareAgentHostShell({ dir: path.join(root, 'shims', 'joined'), loopName: 'loop', cgroupProcsFiles: [procs], loopMarker: 'mark123' });
+    const r = spawnSync(joined.shellPath, ['-c', 'echo "pid=$$ mark=$FORGE_LOOP_INSTANCE"'], { cwd: work, encoding: 'utf8', env: { PATH: process.env.PATH! } });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^pid=${readFileSync(procs, 'utf8').trim()} mark=mark123$`, 'm'), 'the command ran as the process written into cgroup.procs, with the loop marker');
+    const closed = await prepareAgentHostShell({ dir: path.join(root, 'shims', 'closed'), loopName: 'loop', cgroupProcsFiles: [path.join(root, 'no-such-cgroup', 'cgroup.procs')] });
+    const ran = path.join(root, 'ran');
+    const refused = spawnSync(closed.shellPath, ['-c', `touch ${ran}`], { cwd: work, encoding: 'utf8', env: { PATH: process.env.PATH! } });
+    assert.equal(refused.status, 126);
+    assert.match(refused.stderr, /cannot join the loop's process cgroup .* so it was not run/);
+    assert.equal(existsSync(ran), false, 'the command ran outside the cgroup');
   });
 
   it('keeps a user\'s own GIT_CONFIG_* entries and appends the guard after them', () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { FORGE_COMMIT_IDENTITY, WorkspaceError, loopTeardownMessage, sectionCheckpointMessage, type LoopWorktree, type WorktreeService } from '../../../src/core/workspace';
 import { createGitSandbox, rejection, type GitSandbox } from './git-fixture';
@@ -22,10 +22,14 @@ describe('workspace: commits on the loop branch', () => {
   it('stages everything (new, modified, deleted) and returns the commit sha', async () => {
     box.write(loop.worktreeDir, { 'new.txt': 'new\n', 'README.md': '# changed\n', 'deep/nested/file.ts': 'x' });
     box.git(loop.worktreeDir, 'rm', '-q', 'old.txt');
-    const sha = await service.commitAll(loop.worktreeDir, sectionCheckpointMessage(1, 'First section'));
+    const sha = await service.commitAll(loop.worktreeDir, (changes) => sectionCheckpointMessage({ number: 1, title: 'First section', loopName: 'committer', changes }));
     assert.ok(sha);
     assert.equal(sha, box.git(loop.worktreeDir, 'rev-parse', 'HEAD'));
-    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%s'), 'section 1: First section');
+    // The message names what the commit holds, also what was staged before (git rm).
+    assert.equal(
+      box.git(loop.worktreeDir, 'log', '-1', '--format=%B'),
+      'First section\n\nChanges README.md, deep/nested/file.ts and new.txt; removes old.txt.\n\nSection 1 of Forge loop committer, approved by its auditor.',
+    );
     assert.equal(box.git(loop.worktreeDir, 'show', '--name-status', '--format=', 'HEAD'), 'M\tREADME.md\nA\tdeep/nested/file.ts\nA\tnew.txt\nD\told.txt');
     assert.equal(box.git(loop.worktreeDir, 'status', '--porcelain'), '');
     // Only the loop branch moved.
@@ -108,20 +112,47 @@ describe('workspace: commits on the loop branch', () => {
 
   it('writes multi-line teardown messages verbatim', async () => {
     box.write(loop.worktreeDir, { 'a.txt': 'a' });
-    await service.commitAll(loop.worktreeDir, loopTeardownMessage('committer', 'completed', 3, 'Summary of the work.'));
-    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%B'), 'loop: committer completed after 3 iterations\n\nSummary of the work.');
+    await service.commitAll(loop.worktreeDir, loopTeardownMessage({ loopName: 'committer', reason: 'completed', iterations: 3, objective: 'Summarise the work.', sectionTitle: null, changes: { changed: ['a.txt'], removed: [] } }));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%B'), 'Summarise the work\n\nChanges a.txt.\n\nForge loop committer completed after 3 iterations.');
   });
 
-  it('reports a commit hook rejection and keeps the changes staged', async () => {
-    const hook = path.join(repo, '.git', 'hooks', 'pre-commit');
-    writeFileSync(hook, '#!/bin/sh\necho "lint failed: missing semicolon" >&2\nexit 1\n');
-    chmodSync(hook, 0o755);
+  it('names what the agent staged itself when the working tree adds nothing', async () => {
+    box.write(loop.worktreeDir, { 'staged.txt': 's' });
+    box.git(loop.worktreeDir, 'mv', 'old.txt', 'moved.txt');
+    box.git(loop.worktreeDir, 'add', 'staged.txt');
+    await service.commitAll(loop.worktreeDir, (changes) => sectionCheckpointMessage({ number: 2, title: 'Move it', loopName: 'committer', changes }));
+    assert.equal(box.git(loop.worktreeDir, 'log', '-1', '--format=%b').split('\n')[0], 'Changes moved.txt and staged.txt; removes old.txt.');
+  });
+
+  it('runs no hook of the repository on a loop\'s commit (issue 26: the worktree is hostile input)', async () => {
+    const marker = path.join(repo, '..', 'hook-ran');
+    for (const name of ['pre-commit', 'commit-msg', 'post-commit']) {
+      const hook = path.join(repo, '.git', 'hooks', name);
+      writeFileSync(hook, `#!/bin/sh\ntouch '${marker}'\nexit 1\n`);
+      chmodSync(hook, 0o755);
+    }
     box.write(loop.worktreeDir, { 'a.txt': 'a' });
-    const error = await rejection(service.commitAll(loop.worktreeDir, 'hooked'));
-    assert.ok(error instanceof WorkspaceError);
-    assert.equal(error.code, 'commit_failed');
-    assert.match(error.message, /lint failed: missing semicolon.*hook/);
-    assert.equal(box.git(loop.worktreeDir, 'diff', '--cached', '--name-only'), 'a.txt');
+    const sha = await service.commitAll(loop.worktreeDir, 'hooked');
+    assert.match(sha ?? '', /^[0-9a-f]{40}$/);
+    assert.equal(existsSync(marker), false, 'a hook ran');
+  });
+
+  it('puts back a .git file the agent pointed at a git dir of its own, commits on the loop\'s branch, and reports it (issue 26)', async () => {
+    const fake = path.join(loop.worktreeDir, '.gg');
+    cpSync(path.join(repo, '.git'), fake, { recursive: true });
+    const marker = path.join(repo, '..', 'fake-hook-ran');
+    writeFileSync(path.join(fake, 'hooks', 'pre-commit'), `#!/bin/sh\ntouch '${marker}'\n`);
+    chmodSync(path.join(fake, 'hooks', 'pre-commit'), 0o755);
+    const original = readFileSync(path.join(loop.worktreeDir, '.git'), 'utf8');
+    writeFileSync(path.join(loop.worktreeDir, '.git'), `gitdir: ${fake}\n`);
+    box.write(loop.worktreeDir, { 'a.txt': 'a' });
+    const reported: string[] = [];
+    const sha = await service.commitAll(loop.worktreeDir, 'after tampering', { onAgentGitChanges: (changes) => reported.push(...changes.map((c) => `${c.kind} ${c.path}: ${c.detail}`)) });
+    assert.equal(readFileSync(path.join(loop.worktreeDir, '.git'), 'utf8').trim(), original.trim());
+    assert.equal(box.git(repo, 'rev-parse', loop.branch), sha, 'the commit is on the loop\'s branch in the user\'s repository');
+    assert.equal(existsSync(marker), false, 'the fake git dir\'s hook ran');
+    assert.equal(reported.length, 1, reported.join('\n'));
+    assert.match(reported[0]!, /^git-file \.git: .*rewritten to point at .*\.gg/);
   });
 
   it('refuses to commit outside Forge\'s worktrees (the user\'s own tree)', async () => {

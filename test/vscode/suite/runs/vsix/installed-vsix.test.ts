@@ -76,18 +76,18 @@ describe('the installed forge.vsix: a plan through the palette, opencode only on
     assert.deepEqual(fromCheckout, [], 'no module of the checkout is loaded');
   });
 
-  it('carries every runtime file and no node_modules; the README it ships lists exactly its files', () => {
+  it('carries every runtime file and no node_modules; the docs it ships list exactly its files', () => {
     const extensionPath = vscode.extensions.getExtension(info.extensionId)!.extensionPath;
     const files = filesUnder(extensionPath);
     for (const needed of ['dist/extension.cjs', 'dist/core.cjs', 'dist/webview.js', 'dist/sql-wasm.wasm', 'dist/agents/forge-code.md', 'dist/agents/forge-auditor.md', 'dist/agents/forge-architect.md', 'media/dashboard.css']) {
       assert.ok(files.includes(needed), `${needed} is in the installed extension (files: ${files.join(', ')})`);
     }
     assert.deepEqual(files.filter((f) => /(^|\/)node_modules\/|(^|\/)opencode(\.exe)?$/.test(f)), [], 'no dependency folder, no opencode binary');
-    const readme = readFileSync(join(extensionPath, 'readme.md'), 'utf8');
+    const readme = readFileSync(join(extensionPath, 'docs', 'vscode.md'), 'utf8');
     const listed = [...readme.matchAll(/^\| `([^`]+)` \| [\d.]+ KiB \|$/gm)].map((m) => m[1]!).sort();
-    assert.ok(listed.length > 0, 'the README has the generated file list (node scripts/package-vsix.mjs --readme)');
+    assert.ok(listed.length > 0, 'docs/vscode.md has the generated file list (node scripts/package-vsix.mjs --readme)');
     // The installer adds its own manifest; everything else is what the VSIX carries.
-    assert.deepEqual(files.filter((f) => f !== '.vsixmanifest'), listed, 'README "Installing the VSIX" lists the VSIX\'s files: run node scripts/package-vsix.mjs --readme');
+    assert.deepEqual(files.filter((f) => f !== '.vsixmanifest'), listed, 'docs/vscode.md "Installing the VSIX" lists the VSIX\'s files: run node scripts/package-vsix.mjs --readme');
   });
 
   it('finds opencode on PATH only: the global install of opencode-ai', () => {

@@ -95,6 +95,18 @@ describe('a plan loop through the VS Code surfaces (scripted model)', function (
     const titles = actions.map((a) => a.title);
     assert.ok(titles.some((t) => /Show finding \d+ in Dashboard/.test(t)), `code actions: ${titles.join(' | ')}`);
     assert.ok(titles.some((t) => /Dismiss finding \d+/.test(t)), `code actions: ${titles.join(' | ')}`);
+    if (harnessInfo().host === 'code-server') {
+      // The finding as a user meets it in the editor (the README's picture, docs/images/finding-in-editor.png).
+      const editor = vscode.window.activeTextEditor!;
+      editor.selection = new vscode.Selection(0, 0, 0, 0);
+      await vscode.commands.executeCommand('workbench.actions.view.problems');
+      await vscode.window.showTextDocument(editor.document, { preview: false });
+      await vscode.commands.executeCommand('editor.action.marker.next');
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.deepEqual(readFileSync(await requestScreenshot('finding-in-editor')).subarray(0, 8), PNG_SIGNATURE);
+      await vscode.commands.executeCommand('closeMarkersNavigation');
+      await vscode.commands.executeCommand('workbench.action.closePanel');
+    }
     // The Loop Explorer shows the open bug on the loop.
     await vscode.commands.executeCommand('forge.refreshLoops');
     const found = findLoop((await forgeApi()).treeSnapshot(), loopName);
