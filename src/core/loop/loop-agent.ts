@@ -72,6 +72,7 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         ...(pool
           ? { shared: { pool, confinement, ...(prepared ? { shell: { shellPath: prepared.shellPath, ...(prepared.ripgrepPath ? { ripgrepPath: prepared.ripgrepPath } : {}) } } : {}) } }
           : {}),
+        ...(deps.fileGuard && !attach ? { fileGuard: { server: await deps.fileGuard(), ...(prepared?.freeze ? { freeze: prepared.freeze } : {}) } } : {}),
         onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
         log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
       });

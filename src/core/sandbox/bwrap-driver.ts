@@ -190,6 +190,14 @@ export class BwrapRuntime implements SandboxRuntime {
     this.records.delete(name);
   }
 
+  async freeze(name: string): Promise<(() => Promise<void>) | null> {
+    const record = await this.readRecord(name);
+    // Every command joins each of the record's cgroups; freezing one it does not join holds nothing.
+    if (!record || record.procsFiles.length === 0) return null;
+    if ((await this.cgroups.layout()) === 'v1' && !record.procsFiles.some((f) => f.includes(`${path.sep}freezer${path.sep}`))) return null;
+    return this.cgroups.freeze(name);
+  }
+
   async stop(name: string): Promise<void> {
     assertValidSandboxName(name);
     // Stopping ends every running command and drops the cgroup; the record stays, so
