@@ -28,6 +28,7 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
   this.timeout(15 * 60_000);
   let h: LoopHarness;
   let dataDir: string;
+  let outside: string | undefined;
 
   before(async function () {
     this.timeout(5 * 60_000);
@@ -38,15 +39,17 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
   after(async function () {
     this.timeout(2 * 60_000);
     await h?.close();
+    if (outside) rmSync(outside, { recursive: true, force: true });
     if (dataDir) rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
   });
 
   it('nothing is written outside the worktree and no host file content reaches the model', async () => {
     const hostSecret = `HOST-SECRET-${randomBytes(8).toString('hex')}`;
     const authKey = `FAKE-AUTH-KEY-${randomBytes(8).toString('hex')}`;
-    const outside = mkdtempSync(path.join(sandboxTestTempRoot(), 'race-outside-'));
-    writeFileSync(path.join(outside, 'a.txt'), `${hostSecret}\n`);
-    writeFileSync(path.join(outside, 'auth.json'), `{ "x": "${hostSecret}" }\n`);
+    const hostDir = mkdtempSync(path.join(sandboxTestTempRoot(), 'race-outside-'));
+    outside = hostDir;
+    writeFileSync(path.join(hostDir, 'a.txt'), `${hostSecret}\n`);
+    writeFileSync(path.join(hostDir, 'auth.json'), `{ "x": "${hostSecret}" }\n`);
     const authDir = path.join(h.env.env.XDG_DATA_HOME!, 'opencode');
     mkdirSync(authDir, { recursive: true });
     const authFile = path.join(authDir, 'auth.json');
@@ -58,7 +61,7 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
     // over and over, in a background job of the sandboxed forge_shell; round r's job ends when .stop-r appears.
     const flipper = (round: number) =>
       [
-        `touch .stop-${round - 1}; sleep 0.3; rm -f .stop-*; H=${hidden(outside)}; A=${hidden(authDir)}`,
+        `touch .stop-${round - 1}; sleep 0.3; rm -f .stop-*; H=${hidden(hostDir)}; A=${hidden(authDir)}`,
         'rm -rf flip d.real; mkdir d.real; echo inside > d.real/a.txt',
         `while [ ! -e .stop-${round} ]; do`,
         '  if [ -d flip ] && [ ! -L flip ]; then if [ -d d.real ]; then rm -rf flip; else mv -T flip d.real; fi; fi',
@@ -107,16 +110,10 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
     if (process.env.FORGE_TEST_DUMP) for (const [id, c] of results) console.log(id, JSON.stringify(c.slice(0, 300)));
     assert.deepEqual(confinementOf(loop), { sandboxed: true, driver: 'bwrap' });
 
-    // Every round's job started, and the file tool calls all came back to the model.
-    for (let round = 1; round <= ROUNDS; round++) assert.match(results.get(`flipper-r${round}`) ?? '', /job/i, `round ${round}: ${results.get(`flipper-r${round}`)} (loop ended: ${JSON.stringify(end).slice(0, 600)})`);
-    const fileResults = [...results.entries()].filter(([id]) => /^(write|read|edit|glob|grep)-r\d+-/.test(id));
-    assert.ok(fileResults.length >= ROUNDS * 40, `only ${fileResults.length} file tool results reached the model`);
-    for (let round = 1; round <= ROUNDS; round++) assert.ok(fileResults.filter(([id]) => id.includes(`-r${round}-`)).length >= 40, `round ${round} fired fewer than 40 file tool calls`);
-
     // Nothing written outside, nothing changed there.
-    assert.deepEqual(readdirSync(outside).sort(), ['a.txt', 'auth.json'], 'files appeared in the host folder');
-    assert.equal(readFileSync(path.join(outside, 'a.txt'), 'utf8'), `${hostSecret}\n`);
-    assert.equal(readFileSync(path.join(outside, 'auth.json'), 'utf8'), `{ "x": "${hostSecret}" }\n`);
+    assert.deepEqual(readdirSync(hostDir).sort(), ['a.txt', 'auth.json'], 'files appeared in the host folder');
+    assert.equal(readFileSync(path.join(hostDir, 'a.txt'), 'utf8'), `${hostSecret}\n`);
+    assert.equal(readFileSync(path.join(hostDir, 'auth.json'), 'utf8'), `{ "x": "${hostSecret}" }\n`);
     // opencode keeps its database and logs there too: only what the model's calls could write counts.
     const strays = readdirSync(authDir).filter((f) => !authDirBefore.includes(f) && /^(w-\d+\.txt|a\.txt)$/.test(f));
     assert.deepEqual(strays, [], 'files were written beside auth.json');
@@ -127,6 +124,12 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
       assert.ok(!content.includes(hostSecret), `host file content reached the model in ${id}:\n${content.slice(0, 1500)}`);
       assert.ok(!content.includes(authKey), `auth.json reached the model in ${id}:\n${content.slice(0, 1500)}`);
     }
+    // Every round's job started, and the file tool calls all came back to the model.
+    for (let round = 1; round <= ROUNDS; round++) assert.match(results.get(`flipper-r${round}`) ?? '', /job/i, `round ${round}: ${results.get(`flipper-r${round}`)} (loop ended: ${JSON.stringify(end).slice(0, 600)})`);
+    const fileResults = [...results.entries()].filter(([id]) => /^(write|read|edit|glob|grep)-r\d+-/.test(id));
+    assert.ok(fileResults.length >= ROUNDS * 40, `only ${fileResults.length} file tool results reached the model`);
+    for (let round = 1; round <= ROUNDS; round++) assert.ok(fileResults.filter(([id]) => id.includes(`-r${round}-`)).length >= 40, `round ${round} fired fewer than 40 file tool calls`);
+
     // The race was real: calls met the links (refused) and the folder (served) both.
     const refused = fileResults.filter(([, c]) => /Forge refused|leaves it|outside|symbolic link/i.test(c)).length;
     const served = fileResults.filter(([id, c]) => id.startsWith('read-') && /<content>\n1: inside/.test(c)).length;
@@ -134,6 +137,5 @@ describe('opencode file tools against a link-flipping sandbox job (real opencode
     assert.ok(served > 0, 'no read was served from the worktree folder');
     assert.equal(end.type, 'loop.ended');
     console.log(`      file tool results: ${fileResults.length}, refused: ${refused}, reads served inside: ${served}`);
-    rmSync(outside, { recursive: true, force: true });
   });
 });
