@@ -45,6 +45,8 @@ const MAX_FROZEN_MS = 120_000;
 
 export class FileToolGuard {
   private readonly entries = new Map<string, Entry>();
+  /** Folders whose opencode instance loaded the plugin (an instance outlives a loop's restart in a shared server). */
+  private readonly announced = new Set<string>();
   private readonly calls = new Map<string, { release: () => Promise<void>; timer: NodeJS.Timeout }>();
 
   constructor(private readonly log: (message: string) => void = () => {}) {}
@@ -57,6 +59,19 @@ export class FileToolGuard {
     return () => {
       for (const key of keys) if (this.entries.get(key) === entry) this.entries.delete(key);
     };
+  }
+
+  /** The plugin, loaded by opencode for `directory`, says so (before opencode runs any tool there). */
+  hello(directory: string): void {
+    if (directory) this.announced.add(resolve(directory));
+  }
+
+  /**
+   * Whether opencode loaded the guard's plugin for this worktree. Until it has, the permission
+   * responder refuses file tools (permissions.ts `fileGuardActive`): no guard, no file access.
+   */
+  active(worktreeDir: string): boolean {
+    return this.announced.has(resolve(worktreeDir));
   }
 
   async begin(call: FileToolCallRequest): Promise<{ ok: true } | { ok: false; reason: string }> {
@@ -146,7 +161,9 @@ async function post(path, body) {
   if (!res.ok) throw new Error('HTTP ' + res.status);
   return res.json();
 }
-export const ForgeFileGuard = async ({ directory }) => ({
+export const ForgeFileGuard = async ({ directory }) => {
+  await post('/hello', { directory }).catch(() => undefined);
+  return {
   'tool.execute.before': async (input, output) => {
     let answer;
     try {
@@ -165,7 +182,8 @@ export const ForgeFileGuard = async ({ directory }) => ({
       await post('/end', { callID: part.callID }).catch(() => undefined);
     }
   },
-});
+  };
+};
 `;
 }
 
@@ -192,6 +210,8 @@ export async function startFileGuardServer(options: { pluginDir: string; log?: (
             args: (body.args ?? {}) as Record<string, unknown>,
             ...(typeof body.sessionID === 'string' ? { sessionID: body.sessionID } : {}),
           });
+        } else if (req.url === '/hello') {
+          guard.hello(String(body.directory ?? ''));
         } else if (req.url === '/end') {
           await guard.end(String(body.callID ?? ''));
         } else {

@@ -157,6 +157,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     opencodeDirectories,
     realPath: realPathThroughLinks,
     ...(userDenyRules ? { userDenyRules } : {}),
+    ...(options.fileGuard && !options.attach ? { fileGuardActive: () => options.fileGuard!.server.guard.active(options.worktreeDir) } : {}),
   });
   return {
     permissionOptions,

@@ -42,6 +42,12 @@ export interface LoopPermissionOptions {
    * one whose real path leaves the worktree. Injected so the decision stays pure.
    */
   realPath?: (path: string) => string;
+  /**
+   * Whether Forge's file tool guard runs in this session's opencode (file-guard-server.ts: its
+   * plugin announced itself). When given and false, file tools are refused: their I/O would
+   * happen on the host unchecked.
+   */
+  fileGuardActive?: () => boolean;
 }
 
 /** opencode permissions that file-editing tools (write, edit, patch, multiedit) ask for. */
@@ -198,6 +204,9 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
     if (outside.length > 0) {
       return { reply: 'reject', reason: `Loop sessions work only inside the worktree ${options.worktreeDir}; refused: ${outside.join(', ')}.` };
     }
+  }
+  if (options.fileGuardActive && LINK_CHECKED_PERMISSIONS.includes(request.permission) && !options.fileGuardActive()) {
+    return { reply: 'reject', reason: "Forge's file tool guard is not active in this opencode server (its plugin did not load), so file tools are refused; restart the loop." };
   }
   if (options.realPath && LINK_CHECKED_PERMISSIONS.includes(request.permission)) {
     const real = (p: string) => options.realPath!(isAbsolute(p) ? p : resolve(options.worktreeDir, p));

@@ -121,6 +121,7 @@ describe('file tool guard (registry and endpoint)', () => {
       const post = (p: string, body: unknown, authorization = auth) =>
         fetch(url + p, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify(body) });
       assert.equal((await post('/begin', {}, 'Bearer wrong')).status, 401);
+      assert.equal(server.guard.active(wt), false, 'no plugin has announced itself yet');
       assert.deepEqual(await (await post('/begin', { directory: wt, callID: 'a', tool: 'write', args: { filePath: 'x.txt' } })).json(), { ok: true });
       assert.equal(c.frozen, true);
       await post('/end', { callID: 'a' });
@@ -131,6 +132,7 @@ describe('file tool guard (registry and endpoint)', () => {
       // The plugin module loads (plain JavaScript, no imports) and exports the hooks opencode calls.
       const mod = (await import(server.pluginUrl)) as { ForgeFileGuard: (ctx: { directory: string }) => Promise<Record<string, (...a: unknown[]) => Promise<void>>> };
       hooks = await mod.ForgeFileGuard({ directory: wt });
+      assert.equal(server.guard.active(wt), true, 'the plugin announces itself when opencode loads it');
       await assert.rejects(hooks['tool.execute.before']!({ tool: 'read', sessionID: 's', callID: 'c' }, { args: { filePath: '/etc/shadow' } }), /Forge refused read/);
       await hooks['tool.execute.before']!({ tool: 'read', sessionID: 's', callID: 'd' }, { args: { filePath: 'ok.txt' } });
       assert.equal(c.frozen, true);
