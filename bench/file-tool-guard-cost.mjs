@@ -62,7 +62,7 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
       const answer = await post('/begin', { directory: worktree, callID, tool: 'read', args: { filePath: 'src/a.ts' } });
       if (!answer.ok) throw new Error(answer.reason);
       await readFile(path.join(worktree, 'src', 'a.ts'));
-      await post('/end', { callID });
+      await post('/end', { directory: worktree, callID });
       return Number(process.hrtime.bigint() - t0) / 1e6;
     };
     const bare = async () => {

@@ -91,24 +91,30 @@ export class FileToolGuard {
       this.log(`[file-guard] refused ${call.tool} in ${entry.worktreeDir}: ${decision.reason}`);
       return { ok: false, reason: decision.reason };
     }
-    await this.calls.get(call.callID)?.release();
-    const timer = setTimeout(() => void this.end(call.callID), MAX_FROZEN_MS);
+    const key = callKey(call);
+    await this.calls.get(key)?.release();
+    const timer = setTimeout(() => void this.end(call), MAX_FROZEN_MS);
     timer.unref();
-    this.calls.set(call.callID, { release, timer });
+    this.calls.set(key, { release, timer });
     return { ok: true };
   }
 
-  async end(callID: string): Promise<void> {
-    const call = this.calls.get(callID);
+  async end(ids: { directory: string; sessionID?: string; callID: string }): Promise<void> {
+    const key = callKey(ids);
+    const call = this.calls.get(key);
     if (!call) return;
-    this.calls.delete(callID);
+    this.calls.delete(key);
     clearTimeout(call.timer);
     await call.release();
   }
 
   /** Thaws everything (Forge is closing). */
   async close(): Promise<void> {
-    for (const id of [...this.calls.keys()]) await this.end(id);
+    for (const [key, call] of [...this.calls]) {
+      this.calls.delete(key);
+      clearTimeout(call.timer);
+      await call.release();
+    }
   }
 
   /** Freezes the entry's sandbox for one more call (one freeze for concurrent calls); returns that call's release. */
@@ -144,6 +150,11 @@ export class FileToolGuard {
   }
 }
 
+/** Call ids come from the model: unique only within a session. */
+function callKey(ids: { directory: string; sessionID?: string; callID: string }): string {
+  return `${resolve(ids.directory)}\0${ids.sessionID ?? ''}\0${ids.callID}`;
+}
+
 export interface FileGuardServer {
   guard: FileToolGuard;
   /** `file://` URL of the plugin to list in opencode's `plugin` configuration. */
@@ -174,12 +185,12 @@ export const ForgeFileGuard = async ({ directory }) => {
     if (!answer.ok) throw new Error(answer.reason);
   },
   'tool.execute.after': async (input) => {
-    await post('/end', { callID: input.callID }).catch(() => undefined);
+    await post('/end', { directory, sessionID: input.sessionID, callID: input.callID }).catch(() => undefined);
   },
   event: async ({ event }) => {
     const part = event && event.type === 'message.part.updated' ? event.properties && event.properties.part : undefined;
     if (part && part.type === 'tool' && part.state && (part.state.status === 'completed' || part.state.status === 'error')) {
-      await post('/end', { callID: part.callID }).catch(() => undefined);
+      await post('/end', { directory, sessionID: part.sessionID, callID: part.callID }).catch(() => undefined);
     }
   },
   };
@@ -213,7 +224,9 @@ export async function startFileGuardServer(options: { pluginDir: string; log?: (
         } else if (req.url === '/hello') {
           guard.hello(String(body.directory ?? ''));
         } else if (req.url === '/end') {
-          await guard.end(String(body.callID ?? ''));
+          // The thaw need not delay opencode: the next freeze of the worktree waits for it (acquire's lock).
+          const ids = { directory: String(body.directory ?? ''), callID: String(body.callID ?? '') };
+          void guard.end(typeof body.sessionID === 'string' ? { ...ids, sessionID: body.sessionID } : ids).catch(() => undefined);
         } else {
           res.writeHead(404).end();
           return;

@@ -87,10 +87,10 @@ describe('file tool guard (registry and endpoint)', () => {
     const call = (callID: string, tool = 'read') => guard.begin({ directory: wt, callID, tool, args: { filePath: 'a.txt' } });
     assert.deepEqual(await Promise.all([call('1'), call('2')]), [{ ok: true }, { ok: true }]);
     assert.deepEqual(c, { freezes: 1, thaws: 0, frozen: true });
-    await guard.end('1');
+    await guard.end({ directory: wt, callID: '1' });
     assert.equal(c.frozen, true, 'still frozen while call 2 runs');
-    await guard.end('2');
-    await guard.end('2');
+    await guard.end({ directory: wt, callID: '2' });
+    await guard.end({ directory: wt, callID: '2' });
     assert.deepEqual(c, { freezes: 1, thaws: 1, frozen: false });
     assert.deepEqual(await call('3', 'grep'), { ok: true });
     assert.deepEqual(await call('4', 'bash'), { ok: true });
@@ -124,7 +124,8 @@ describe('file tool guard (registry and endpoint)', () => {
       assert.equal(server.guard.active(wt), false, 'no plugin has announced itself yet');
       assert.deepEqual(await (await post('/begin', { directory: wt, callID: 'a', tool: 'write', args: { filePath: 'x.txt' } })).json(), { ok: true });
       assert.equal(c.frozen, true);
-      await post('/end', { callID: 'a' });
+      await post('/end', { directory: wt, callID: 'a' });
+      await new Promise((r) => setTimeout(r, 50));
       assert.equal(c.frozen, false);
       const refused = (await (await post('/begin', { directory: wt, callID: 'b', tool: 'read', args: { filePath: '../../etc/passwd' } })).json()) as { ok: boolean; reason: string };
       assert.equal(refused.ok, false);
@@ -136,7 +137,8 @@ describe('file tool guard (registry and endpoint)', () => {
       await assert.rejects(hooks['tool.execute.before']!({ tool: 'read', sessionID: 's', callID: 'c' }, { args: { filePath: '/etc/shadow' } }), /Forge refused read/);
       await hooks['tool.execute.before']!({ tool: 'read', sessionID: 's', callID: 'd' }, { args: { filePath: 'ok.txt' } });
       assert.equal(c.frozen, true);
-      await hooks.event!({ event: { type: 'message.part.updated', properties: { part: { type: 'tool', callID: 'd', state: { status: 'error' } } } } });
+      await hooks.event!({ event: { type: 'message.part.updated', properties: { part: { type: 'tool', sessionID: 's', callID: 'd', state: { status: 'error' } } } } });
+      await new Promise((r) => setTimeout(r, 50));
       assert.equal(c.frozen, false, 'a failed call thaws through its error event');
       assert.deepEqual(buildForgeOpencodeConfig({ prompts: { code: 'c', auditor: 'a', architect: 'r', splitter: 's' }, fileGuardPlugin: server.pluginUrl }).plugin, [server.pluginUrl]);
     } finally {
