@@ -287,3 +287,9 @@ for (const l of table) console.log(fmt(l));
 console.log(`running command = \`sleep\` through bash on the host, through the shell shim in a sandbox; processes: host ${hostMemory.names.join(', ')}${measured.map((r) => `; ${r.driver} ${r.memory.names.join(', ')}`).join('')}`);
 for (const r of results) if (r.skipped) console.log(`${r.driver}: skipped: ${r.skipped}`);
 for (const r of results) if (r.note) console.log(`note (${r.driver}): ${r.note}`);
+
+// Issue 26: what the file tool guard adds to each opencode file tool call (bench/file-tool-guard-cost.mjs).
+if (DRIVERS.includes('bwrap')) {
+  const { fileToolGuardCost } = await import('./file-tool-guard-cost.mjs');
+  for (const line of await fileToolGuardCost({ root, runs: RUNS * 5, env: engineEnv })) console.log(line);
+}
