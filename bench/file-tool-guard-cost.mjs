@@ -8,7 +8,7 @@
 //
 //   node bench/file-tool-guard-cost.mjs [--runs 200]     (bench/sandbox.mjs runs it too)
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -24,7 +24,8 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
   const { startFileGuardServer } = await import(path.join(root, 'src/core/opencode/file-guard-server.ts'));
   const tmpRoot = path.join(root, '.cache', 'bench-tmp');
   mkdirSync(tmpRoot, { recursive: true });
-  const dir = mkdtempSync(path.join(tmpRoot, 'file-guard-'));
+  // The real path: bwrap binds the worktree by the path it is given (a linked .cache would not resolve inside).
+  const dir = realpathSync(mkdtempSync(path.join(tmpRoot, 'file-guard-')));
   const wt = path.join(dir, 'wt');
   mkdirSync(path.join(wt, 'src'), { recursive: true });
   execFileSync('git', ['init', '-q', wt]);
@@ -38,7 +39,8 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
     if (!availability.available) return [`file tool guard: skipped: ${availability.reason}`];
     await runtime.create({ name, worktreeDir: wt, gitCommonDir: path.join(wt, '.git'), network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } });
     // A job that keeps waking up, as an agent's background build or watcher would.
-    await runtime.exec(name, 'setsid nohup sh -c "while :; do sleep 0.005; done" >/dev/null 2>&1 &');
+    const job = await runtime.exec(name, 'setsid nohup sh -c "while :; do sleep 0.005; done" >/dev/null 2>&1 & echo started');
+    if (job.exitCode !== 0 || !job.stdout.includes('started')) throw new Error(`the background job did not start in the sandbox: ${job.stderr}`);
     const probe = await runtime.freeze(name);
     if (!probe) return ['file tool guard: skipped: this host gives the bwrap sandbox no freezable cgroup (run as root or delegate a cgroup)'];
     await probe();
