@@ -8,7 +8,7 @@
 //
 //   node bench/file-tool-guard-cost.mjs [--runs 200]     (bench/sandbox.mjs runs it too)
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -57,6 +57,17 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
     writeFileSync(path.join(plainWt, 'src', 'a.ts'), 'export const line = 1;\n'.repeat(900));
     guardServer.guard.register({ worktreeDir: frozenWt, allowedDirs: [], freeze: () => runtime.freeze(name) });
     guardServer.guard.register({ worktreeDir: plainWt, allowedDirs: [] });
+    // The same sandbox without a cgroup (a user without a delegated one): its process tree is stopped instead.
+    const { BwrapRuntime } = await import(path.join(root, 'src/core/sandbox/bwrap-driver.ts'));
+    const treeWt = path.join(dir, 'tree');
+    mkdirSync(path.join(treeWt, 'src'), { recursive: true });
+    execFileSync('git', ['init', '-q', treeWt]);
+    writeFileSync(path.join(treeWt, 'src', 'a.ts'), 'export const line = 1;\n'.repeat(900));
+    const noCgroup = new BwrapRuntime({ stateDir: path.join(dir, 'tree-state'), cgroups: new sandbox.SandboxCgroups({ root: path.join(dir, 'no-cgroup-fs') }) });
+    const treeName = `${name}-tree`;
+    await noCgroup.create({ name: treeName, worktreeDir: treeWt, gitCommonDir: path.join(treeWt, '.git'), network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } });
+    const treeJob = noCgroup.exec(treeName, 'while [ ! -e stop ]; do sleep 0.005; done', { timeoutMs: 600_000 });
+    guardServer.guard.register({ worktreeDir: treeWt, allowedDirs: [], freeze: () => noCgroup.freeze(treeName) });
     let call = 0;
     const guarded = async (worktree) => {
       const callID = `c${++call}`;
@@ -72,21 +83,26 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
       await readFile(path.join(plainWt, 'src', 'a.ts'));
       return Number(process.hrtime.bigint() - t0) / 1e6;
     };
-    const samples = { bare: [], plain: [], frozen: [] };
-    for (let i = 0; i < 10; i++) await Promise.all([bare(), guarded(plainWt), guarded(frozenWt)]);
+    const samples = { bare: [], plain: [], frozen: [], tree: [] };
+    for (let i = 0; i < 10; i++) await Promise.all([bare(), guarded(plainWt), guarded(frozenWt), guarded(treeWt)]);
     for (let i = 0; i < runs; i++) {
       samples.bare.push(await bare());
       samples.plain.push(await guarded(plainWt));
       samples.frozen.push(await guarded(frozenWt));
+      samples.tree.push(await guarded(treeWt));
     }
     const f = (x) => x.toFixed(2);
     const row = (label, xs, base) =>
-      `${label.padEnd(58)}${f(quantile(xs, 0.5)).padStart(8)}${f(quantile(xs, 0.95)).padStart(8)}${base ? `   +${f(quantile(xs, 0.5) - quantile(base, 0.5))} / +${f(quantile(xs, 0.95) - quantile(base, 0.95))}` : ''}`;
+      `${label.padEnd(68)}${f(quantile(xs, 0.5)).padStart(8)}${f(quantile(xs, 0.95)).padStart(8)}${base ? `   +${f(quantile(xs, 0.5) - quantile(base, 0.5))} / +${f(quantile(xs, 0.95) - quantile(base, 0.95))}` : ''}`;
     lines.push(`opencode file tool call with Forge's guard (issue 26), ${runs} alternating samples each: median ms, p95 ms, added (median / p95)`);
     lines.push(row('tool I/O only (20 KB read), no protection', samples.bare));
     lines.push(row('guard: begin + I/O + end, no freezer (unconfined loop)', samples.plain, samples.bare));
     lines.push(row('guard: begin (freeze bwrap sandbox) + I/O + end (thaw)', samples.frozen, samples.bare));
-    lines.push(`cgroup layout: ${await new sandbox.SandboxCgroups().layout()}`);
+    lines.push(row('guard: begin (stop the sandbox\'s processes, no cgroup) + I/O + end', samples.tree, samples.bare));
+    lines.push(`cgroup layout: ${await new sandbox.SandboxCgroups().layout()}; processes on this host: ${readdirSync('/proc').filter((p) => /^\d+$/.test(p)).length}`);
+    writeFileSync(path.join(treeWt, 'stop'), '');
+    await treeJob.catch(() => undefined);
+    await noCgroup.remove(treeName).catch(() => undefined);
     return lines;
   } finally {
     await guardServer.close().catch(() => undefined);
