@@ -55,7 +55,7 @@ describe('freezing a bwrap sandbox (real bwrap)', function () {
       const name = `forge-freeze-${process.pid}-${label.length}`;
       await runtime.create({ name, worktreeDir: wt, gitCommonDir: path.join(wt, '.git'), network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } });
       try {
-        const counting = runtime.exec(name, '( n=0; while :; do n=$((n+1)); echo $n > counter; sleep 0.01; done ) & wait', { timeoutMs: 6_000 });
+        const counting = runtime.exec(name, '( n=0; while :; do n=$((n+1)); echo $n > c.tmp; mv c.tmp counter; sleep 0.01; done ) & wait', { timeoutMs: 6_000 });
         const count = () => Number(readFileSync(path.join(wt, 'counter'), 'utf8').trim() || 0);
         for (let i = 0; i < 100; i++) {
           try {
