@@ -93,7 +93,10 @@ export class FileToolGuard {
     }
     const key = callKey(call);
     await this.calls.get(key)?.release();
-    const timer = setTimeout(() => void this.end(call), MAX_FROZEN_MS);
+    const timer = setTimeout(() => {
+      this.log(`[file-guard] ${call.tool} in ${entry.worktreeDir} did not end within ${MAX_FROZEN_MS / 1000} s: its sandbox is thawed while it still runs`);
+      void this.end(call);
+    }, MAX_FROZEN_MS);
     timer.unref();
     this.calls.set(key, { release, timer });
     return { ok: true };
@@ -121,7 +124,12 @@ export class FileToolGuard {
   private async acquire(entry: Entry): Promise<() => Promise<void>> {
     if (!entry.freeze) return async () => {};
     const run = entry.lock.then(async () => {
-      if (entry.frozen === 0) entry.thaw = entry.freeze!();
+      if (entry.frozen === 0) {
+        entry.thaw = entry.freeze!().then((thaw) => {
+          if (!thaw) this.log(`[file-guard] the sandbox of ${entry.worktreeDir} cannot be frozen: its file tool calls are checked without a freeze`);
+          return thaw;
+        });
+      }
       try {
         await entry.thaw;
       } catch (error) {
