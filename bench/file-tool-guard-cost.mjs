@@ -36,6 +36,8 @@ export async function fileToolGuardCost({ root, runs = 200, env = process.env })
   const lines = [];
   try {
     const availability = await runtime.checkAvailable();
+    // Under CI a missing prerequisite fails, never a silent skip.
+    if (!availability.available && env.CI === 'true') throw new Error(`file tool guard: bwrap is not available: ${availability.reason}`);
     if (!availability.available) return [`file tool guard: skipped: ${availability.reason}`];
     await runtime.create({ name, worktreeDir: wt, gitCommonDir: path.join(wt, '.git'), network: false, limits: { cpus: 1, memoryMb: 256, pids: 64 } });
     // A job that keeps waking up, as an agent's background build or watcher would.
