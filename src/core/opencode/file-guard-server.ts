@@ -63,7 +63,7 @@ export class FileToolGuard {
 
   /** The plugin, loaded by opencode for `directory`, says so (before opencode runs any tool there). */
   hello(directory: string): void {
-    if (directory) this.announced.add(resolve(directory));
+    if (directory) for (const key of [resolve(directory), realPathThroughLinks(directory)]) this.announced.add(key);
   }
 
   /**
@@ -71,13 +71,13 @@ export class FileToolGuard {
    * responder refuses file tools (permissions.ts `fileGuardActive`): no guard, no file access.
    */
   active(worktreeDir: string): boolean {
-    return this.announced.has(resolve(worktreeDir));
+    return this.announced.has(resolve(worktreeDir)) || this.announced.has(realPathThroughLinks(worktreeDir));
   }
 
   async begin(call: FileToolCallRequest): Promise<{ ok: true } | { ok: false; reason: string }> {
     const args = call.args && typeof call.args === 'object' ? call.args : {};
     if (!isFileTool(call.tool, args)) return { ok: true };
-    const entry = this.entries.get(resolve(call.directory));
+    const entry = this.entries.get(resolve(call.directory)) ?? this.entries.get(realPathThroughLinks(call.directory));
     if (!entry) return { ok: true }; // not a loop's instance (the architect reads the user's repository)
     const release = runsInSandbox(call.tool) ? async () => {} : await this.acquire(entry);
     let decision;
