@@ -71,7 +71,8 @@ export function decideFileToolCall(tool: string, args: Record<string, unknown>, 
   const refused: string[] = [];
   for (const target of fileToolTargets(tool, args, directory)) {
     const real = policy.realPath(target);
-    if (!roots.some((dir) => isInsideDirectory(dir, target)) || !realRoots.some((dir) => isInsideDirectory(dir, real))) {
+    // Where the I/O really lands, every link followed (a path spelled through a link into the worktree is fine).
+    if (!realRoots.some((dir) => isInsideDirectory(dir, real))) {
       refused.push(real === target ? target : `${target} → ${real}`);
     }
   }

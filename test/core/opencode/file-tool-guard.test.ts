@@ -44,6 +44,11 @@ describe('file tool guard (pure)', () => {
       assert.deepEqual(decide('read', { filePath: 'src/a.ts' }), { allow: true });
       assert.deepEqual(decide('write', { filePath: 'inner/new/b.ts' }), { allow: true }, 'a link inside the worktree is fine');
       assert.deepEqual(decide('read', { filePath: path.join(tool, 'out.txt') }), { allow: true }, "opencode's own tool-output folder");
+      // opencode may name the worktree by another spelling of it (a linked data folder).
+      const linkedBase = path.join(base, 'linked');
+      symlinkSync(base, linkedBase);
+      assert.deepEqual(decideFileToolCall('read', { filePath: 'src/a.ts' }, path.join(linkedBase, 'wt'), policy), { allow: true });
+      assert.deepEqual(decideFileToolCall('read', { filePath: 'src/a.ts' }, wt, { ...policy, worktreeDir: path.join(linkedBase, 'wt') }), { allow: true });
       for (const [t, args] of [
         ['read', { filePath: 'flip/auth.json' }],
         ['write', { filePath: 'flip/new/deep.txt' }],
