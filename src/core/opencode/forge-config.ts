@@ -52,6 +52,8 @@ export interface ForgeOpencodeConfigInput {
   toolServer?: OpencodeRemoteMcpEntry;
   /** Per-role model as "provider/model"; omitted roles use the user's default model. */
   models?: Partial<Record<ForgeAgentRole, string>>;
+  /** `file://` URL of Forge's file tool guard plugin (file-guard-server.ts). */
+  fileGuardPlugin?: string;
 }
 
 const DESCRIPTIONS: Record<ForgeAgentRole, string> = {
@@ -90,6 +92,7 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
   }
   return {
     ...(input.toolServer ? { mcp: { [FORGE_MCP_SERVER_NAME]: input.toolServer } } : {}),
+    ...(input.fileGuardPlugin ? { plugin: [input.fileGuardPlugin] } : {}),
     agent,
     // Nobody answers questions in a Forge-run server; subagents inherit this too.
     permission: { question: 'deny' },
