@@ -387,3 +387,8 @@ async function benchHardenedCheckpoint(runs) {
   }
 }
 await benchHardenedCheckpoint(bench.quick ? 5 : Math.max(RUNS, 40));
+// Issue 26: what the file tool guard adds to each opencode file tool call (bench/file-tool-guard-cost.mjs).
+if (DRIVERS.includes('bwrap')) {
+  const { fileToolGuardCost } = await import('./file-tool-guard-cost.mjs');
+  for (const line of await fileToolGuardCost({ root, runs: RUNS * 5, env: engineEnv })) console.log(line);
+}

@@ -208,7 +208,10 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       try {
         const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
         const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
-        return { env: additions.env, config: additions.config, callsDir: additions.callsDir, shellPath: additions.shellShimPath, ripgrepPath: additions.ripgrepShimPath };
+        const freeze = async () => (m.runtime.freeze ? m.runtime.freeze(handle.name) : null);
+        // A process killed during a file tool call leaves its sandbox's cgroup frozen: thaw it (freeze, then thaw).
+        if (resume && config.driver === 'bwrap') await freeze().then((thaw) => thaw?.(), () => undefined);
+        return { env: additions.env, config: additions.config, callsDir: additions.callsDir, shellPath: additions.shellShimPath, ripgrepPath: additions.ripgrepShimPath, freeze };
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {

@@ -17,6 +17,7 @@ import { EMBEDDED_MODEL, EMBEDDED_PROVIDER_ID } from './opencode/embedded-model'
 import { estimateLoopCost, type CostEstimate, type ModelPrice, type PlanSize } from './loop/budget';
 import { loadAgentPrompts, type AgentPrompts } from './opencode/forge-config';
 import { startForgeToolServer, type ForgeToolServer } from './opencode/forge-tool-server';
+import { startFileGuardServer, type FileGuardServer } from './opencode/file-guard-server';
 import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
@@ -147,6 +148,9 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   // One opencode server for the loops of this process (per confinement and configuration).
   const sharedOpencode = createSharedOpencodePool({ root: join(dataDir, 'opencode-shared'), log: (m) => log.info(`[opencode] ${m}`) });
   const loopJobs = new LoopJobRegistry();
+  // Every file tool call of the loops' opencode passes this guard (one per process; its plugin file lives in the data folder).
+  let fileGuard: Promise<FileGuardServer> | undefined;
+  const fileGuardServer = () => (fileGuard ??= startFileGuardServer({ pluginDir: join(dataDir, 'opencode-plugins'), log: (m) => log.warn(m) }));
   /** Forge's MCP tool server of a project: one per project, shared by its loops and its plan drafts. */
   function toolServerFor(projectId: string): Promise<ForgeToolServer> {
     let server = toolServers.get(projectId);
@@ -204,6 +208,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
     sandbox: sandboxPort,
     sharedOpencode,
+    fileGuard: fileGuardServer,
   });
 
   /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
@@ -380,6 +385,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       await runtime.dispose('shutdown');
       await sharedOpencode.dispose().catch((e) => log.warn(`stopping the shared opencode servers: ${String(e)}`));
       for (const s of toolServers.values()) await (await s).close().catch(() => {});
+      if (fileGuard) await (await fileGuard).close().catch(() => {});
       if (embedded) await (await embedded).close().catch(() => {});
       await db.close();
     },

@@ -56,6 +56,8 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
       // A shared server's shell is its router; the loop's own shell is the router's target.
       const serverParts = prepared ? (pool ? sharedServerParts(prepared) : { env: prepared.env, config: prepared.config }) : { env: {}, config: {} };
       const baseEnv = { ...deps.opencodeEnv() };
+      // Forge's file tool guard is an opencode plugin: "no external plugins" would turn it off.
+      if (deps.fileGuard && !attach) delete baseEnv.OPENCODE_PURE;
       if (Object.keys(serverParts.config).length > 0) {
         const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
         baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...serverParts.config });
@@ -81,6 +83,7 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         ...(pool
           ? { shared: { pool, confinement, ...(prepared ? { shell: { shellPath: prepared.shellPath, ...(prepared.ripgrepPath ? { ripgrepPath: prepared.ripgrepPath } : {}) } } : {}) } }
           : {}),
+        ...(deps.fileGuard && !attach ? { fileGuard: { server: await deps.fileGuard(), ...(prepared?.freeze ? { freeze: prepared.freeze } : {}) } } : {}),
         onOutput: (line, stream) => deps.log.debug(`[opencode ${loop.name} ${stream}] ${line}`),
         log: (m) => deps.log.debug(`[opencode ${loop.name}] ${m}`),
       });

@@ -6,6 +6,7 @@
  * Nothing is recovered or restarted when a runtime is created: a loop left `running` by a dead
  * process stays as it is until the user restarts it (with `force`).
  */
+import type { FileGuardServer } from '../opencode/file-guard-server';
 import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -90,6 +91,8 @@ export interface PreparedAgentShell {
   shellPath: string;
   /** The loop's ripgrep shim (sandboxed loops: ripgrep runs in the sandbox too). */
   ripgrepPath?: string;
+  /** Freezes the loop's sandbox while a file tool runs on the host (file-guard-server.ts); null: it cannot be frozen. */
+  freeze?: () => Promise<(() => Promise<void>) | null>;
 }
 
 export interface LoopRuntimeDeps {
@@ -125,6 +128,8 @@ export interface LoopRuntimeDeps {
   live?: LiveFeedSink;
   /** The opencode servers this process's loops share (setting forge.opencode.serverMode "shared"). */
   sharedOpencode?: SharedOpencodePool;
+  /** The guard every file tool call of opencode passes before it runs (file-guard-server.ts). */
+  fileGuard?: () => Promise<FileGuardServer>;
 }
 
 /** The value of a settled lookup; its error when it failed. */

@@ -60,6 +60,8 @@ export interface ForgeOpencodeConfigInput {
    * merged under Forge's layer: opencode itself reads no configuration from a loop's worktree.
    */
   projectLayer?: Record<string, unknown>;
+  /** `file://` URL of Forge's file tool guard plugin (file-guard-server.ts). */
+  fileGuardPlugin?: string;
 }
 
 const DESCRIPTIONS: Record<ForgeAgentRole, string> = {
@@ -98,6 +100,7 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
   }
   const forge = {
     ...(input.toolServer ? { mcp: { [FORGE_MCP_SERVER_NAME]: input.toolServer } } : {}),
+    ...(input.fileGuardPlugin ? { plugin: [input.fileGuardPlugin] } : {}),
     agent,
     // Nobody answers questions in a Forge-run server; subagents inherit this too.
     permission: { question: 'deny' },

@@ -28,6 +28,7 @@ import {
 import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
 import { disableWorktreePluginCode, NO_PROJECT_CONFIG_ENVIRONMENT } from './project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from './shared-opencode';
+import type { FileGuardServer } from './file-guard-server';
 
 export interface LoopOpencodeOptions {
   loopName: string;
@@ -69,6 +70,8 @@ export interface LoopOpencodeOptions {
   };
   onOutput?: (line: string, stream: 'stdout' | 'stderr') => void;
   log?: (message: string) => void;
+  /** Forge's file tool guard (a server Forge starts; an attached server cannot load it) and the loop's sandbox freezer. */
+  fileGuard?: { server: FileGuardServer; freeze?: () => Promise<(() => Promise<void>) | null> };
 }
 
 export interface LoopOpencode {
@@ -91,6 +94,16 @@ export interface LoopOpencode {
 
 export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<LoopOpencode> {
   const scope = options.toolServer.openScope(options.toolScope ?? { loopName: options.loopName });
+  const fileGuardPlugin = options.attach ? undefined : options.fileGuard?.server.pluginUrl;
+  // Registered before opencode can run a single tool in the worktree.
+  const unguard =
+    options.fileGuard && !options.attach
+      ? options.fileGuard.server.guard.register({
+          worktreeDir: options.worktreeDir,
+          allowedDirs: opencodeOwnDirectories({ ...(options.baseEnv ?? process.env), ...(options.extraEnv ?? {}) }),
+          ...(options.fileGuard.freeze ? { freeze: options.fileGuard.freeze } : {}),
+        })
+      : () => {};
   let server: OpencodeServerHandle | undefined;
   let leaveShared: (() => Promise<void>) | undefined;
   let sharedLoopMarker: string | undefined;
@@ -117,7 +130,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
             baseEnv: options.baseEnv ?? process.env,
             extraEnv,
             // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
-            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, ...projectLayer }),
+            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, ...projectLayer, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
             ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
             ...(options.restart ? { restart: options.restart } : {}),
             ...(options.onOutput ? { onOutput: options.onOutput } : {}),
@@ -145,7 +158,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
           cwd: options.worktreeDir,
           baseEnv: options.baseEnv,
           extraEnv,
-          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models, ...projectLayer }),
+          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models, ...projectLayer, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
           startTimeoutMs: options.startTimeoutMs,
           restart: options.restart,
           onOutput: options.onOutput,
@@ -153,6 +166,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
       }
     }
   } catch (error) {
+    unguard();
     scope.close();
     throw error;
   }
@@ -171,6 +185,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     opencodeDirectories,
     realPath: realPathThroughLinks,
     ...(userDenyRules ? { userDenyRules } : {}),
+    ...(options.fileGuard && !options.attach ? { fileGuardActive: () => options.fileGuard!.server.guard.active(options.worktreeDir) } : {}),
   });
   return {
     permissionOptions,
@@ -185,6 +200,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
       detach();
       if (leaveShared) await leaveShared();
       else await running.stop();
+      unguard();
       scope.close();
     },
   };

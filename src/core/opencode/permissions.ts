@@ -42,6 +42,12 @@ export interface LoopPermissionOptions {
    * one whose real path leaves the worktree. Injected so the decision stays pure.
    */
   realPath?: (path: string) => string;
+  /**
+   * Whether Forge's file tool guard runs in this session's opencode (file-guard-server.ts: its
+   * plugin announced itself). When given and false, file tools are refused: their I/O would
+   * happen on the host unchecked.
+   */
+  fileGuardActive?: () => boolean;
 }
 
 /** opencode permissions that file-editing tools (write, edit, patch, multiedit) ask for. */
@@ -204,6 +210,9 @@ export function decidePermissionReply(request: PermissionRequest, options: LoopP
   if (GIT_GUARDED_PERMISSIONS.has(request.permission)) {
     const intoGit = patterns.filter((p) => p !== '*' && relative(options.worktreeDir, resolve(options.worktreeDir, stripGlob(p))).split(/[\\/]/).includes('.git'));
     if (intoGit.length > 0) return { reply: 'reject', reason: `Loop sessions do not write a .git file or folder (git's, not the agent's); refused: ${intoGit.join(', ')}.` };
+  }
+  if (options.fileGuardActive && LINK_CHECKED_PERMISSIONS.includes(request.permission) && !options.fileGuardActive()) {
+    return { reply: 'reject', reason: "Forge's file tool guard is not active in this opencode server (its plugin did not load), so file tools are refused; restart the loop." };
   }
   if (options.realPath && LINK_CHECKED_PERMISSIONS.includes(request.permission)) {
     const real = (p: string) => options.realPath!(isAbsolute(p) ? p : resolve(options.worktreeDir, p));

@@ -15,6 +15,7 @@ import {
 } from './types';
 import { resolveOnPath, runCommand } from './process';
 import { SandboxCgroups, errCode, type CgroupJoinStrategy } from './cgroup';
+import { stopSandboxProcesses } from './process-freeze';
 import { describeExit } from './sandbox-env';
 import {
   buildBwrapArgs,
@@ -188,6 +189,16 @@ export class BwrapRuntime implements SandboxRuntime {
     const next: BwrapRecord = { ...record, unenforcedLimits: cg.unenforced, procsFiles: cg.procsFiles };
     await fs.writeFile(this.recordPath(name), JSON.stringify(next, null, 2));
     this.records.delete(name);
+  }
+
+  async freeze(name: string): Promise<(() => Promise<void>) | null> {
+    const record = await this.readRecord(name);
+    if (!record) return null;
+    // Every command joins each of the record's cgroups; freezing one it does not join holds nothing.
+    const v1WithoutFreezer = (await this.cgroups.layout()) === 'v1' && !record.procsFiles.some((f) => f.includes(`${path.sep}freezer${path.sep}`));
+    const thaw = record.procsFiles.length > 0 && !v1WithoutFreezer ? await this.cgroups.freeze(name) : null;
+    // No freezable cgroup (no delegated cgroup for this user): stop the sandbox's process tree instead.
+    return thaw ?? stopSandboxProcesses(record.worktreeDir);
   }
 
   async stop(name: string): Promise<void> {

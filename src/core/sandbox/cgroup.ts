@@ -26,7 +26,9 @@ export interface CgroupOptions {
   parent?: string;
 }
 
-const V1_CONTROLLERS = ['memory', 'pids', 'cpu'] as const;
+// `freezer` carries no limit: it lets Forge stop the whole sandbox while opencode's file tools
+// touch the worktree on the host (see freeze()).
+const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'freezer'] as const;
 
 export class SandboxCgroups {
   private readonly root: string;
@@ -125,6 +127,7 @@ export class SandboxCgroups {
           ['cpu.cfs_quota_us', String(Math.round(limits.cpus * 100_000))],
         ],
       },
+      freezer: { what: 'freezing the sandbox during file tool calls', files: [] },
     };
     for (const controller of V1_CONTROLLERS) {
       const { what, files } = settings[controller];
@@ -217,10 +220,45 @@ export class SandboxCgroups {
     return m ? Number(m[1]) : undefined;
   }
 
+  /**
+   * Freezes every process of the sandbox (cgroup v2 `cgroup.freeze`, v1 `freezer.state`) and
+   * resolves once the kernel reports the whole group frozen, so nothing in the sandbox can change
+   * the worktree until the returned thaw runs. Null when the sandbox has no freezable cgroup.
+   */
+  async freeze(name: string): Promise<(() => Promise<void>) | null> {
+    const layout = await this.layout();
+    const dir = layout === 'v2' ? path.join(this.root, this.parent, name) : path.join(this.root, 'freezer', this.parent, name);
+    const [file, on, off] = layout === 'v2' ? ['cgroup.freeze', '1', '0'] : ['freezer.state', 'FROZEN', 'THAWED'];
+    if (layout === 'none') return null;
+    try {
+      await fs.writeFile(path.join(dir, file), on);
+    } catch {
+      return null;
+    }
+    const thaw = () => fs.writeFile(path.join(dir, file), off).catch(() => undefined);
+    const frozen = async () =>
+      layout === 'v2'
+        ? /^frozen 1$/m.test(await fs.readFile(path.join(dir, 'cgroup.events'), 'utf8'))
+        : (await fs.readFile(path.join(dir, 'freezer.state'), 'utf8')).trim() === 'FROZEN';
+    for (let i = 0; !(await frozen().catch(() => false)); i++) {
+      if (i >= 2000) {
+        await thaw();
+        throw new Error(`The sandbox cgroup ${dir} did not freeze.`);
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    return thaw;
+  }
+
   /** Kills every process still in the sandbox's cgroup and removes it. */
   async remove(name: string): Promise<void> {
     const delegated = await this.delegatedDir(name);
     const dirs = [...(await this.dirs(name)), ...(delegated ? [delegated] : [])];
+    // A frozen task only dies once thawed.
+    for (const dir of dirs) {
+      await fs.writeFile(path.join(dir, 'cgroup.freeze'), '0').catch(() => undefined);
+      await fs.writeFile(path.join(dir, 'freezer.state'), 'THAWED').catch(() => undefined);
+    }
     for (let attempt = 0; attempt < 50; attempt++) {
       let left = 0;
       for (const dir of dirs) {

@@ -274,6 +274,16 @@ export class OciRuntime implements SandboxRuntime {
     }
   }
 
+  /** `pause` freezes the container's cgroup and returns once it is frozen; a command started meanwhile fails (paused container). */
+  async freeze(name: string): Promise<(() => Promise<void>) | null> {
+    assertValidSandboxName(name);
+    const r = await this.cli(['pause', name], { timeoutMs: 30_000 });
+    if (r.exitCode !== 0) throw new SandboxError(`Could not freeze sandbox "${name}" for a file tool call: ${r.stderr.trim()}`, 'engine-failed');
+    return async () => {
+      await this.cli(['unpause', name], { timeoutMs: 30_000 }).catch(() => undefined);
+    };
+  }
+
   async exec(name: string, command: string, options: SandboxExecOptions = {}): Promise<SandboxExecResult> {
     assertValidSandboxName(name);
     // One engine call per command: the engine itself refuses a missing or stopped

@@ -120,6 +120,12 @@ export interface SandboxRuntime {
    * on the host when the sandbox is not usable.
    */
   renderShimLaunch(settings: SandboxSettings): Promise<string>;
+  /**
+   * Stops every process of the sandbox until the returned thaw runs (opencode's file tools run
+   * on the host: nothing in the sandbox may swap a link between Forge's check and their I/O).
+   * Null when this sandbox cannot be frozen (no freezable cgroup); absent: the driver cannot.
+   */
+  freeze?(name: string): Promise<(() => Promise<void>) | null>;
 }
 
 export class SandboxError extends Error {

@@ -168,4 +168,15 @@ describe('file tools through symbolic links (real files)', () => {
       assert.equal(decide(permission, pattern).reply, 'once', `${permission} ${pattern}`);
     }
   });
+
+  it("refuses file tools while Forge's file tool guard is not active in the session's opencode", () => {
+    let active = false;
+    const guarded = { ...options(), fileGuardActive: () => active };
+    const d = decidePermissionReply(ask('read', ['src/a.ts']), guarded);
+    assert.equal(d.reply, 'reject');
+    assert.match(d.reason, /file tool guard is not active/);
+    assert.equal(decidePermissionReply(ask('bash', ['ls']), guarded).reply, 'once', 'other tools are not concerned');
+    active = true;
+    assert.equal(decidePermissionReply(ask('read', ['src/a.ts']), guarded).reply, 'once');
+  });
 });
