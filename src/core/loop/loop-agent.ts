@@ -9,6 +9,7 @@
 import { dirname, join } from 'node:path';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
 import { parseJsonObject } from '../opencode/server-process';
+import { disabledPluginNotice, projectLayerFor, readProjectConfig } from '../opencode/project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from '../opencode/shared-opencode';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { LoopJobs } from '../jobs/loop-jobs';
@@ -61,12 +62,20 @@ export function createLoopAgentOpener(deps: LoopRuntimeDeps, repos: ForgeReposit
         const inline = parseJsonObject(baseEnv.OPENCODE_CONFIG_CONTENT) ?? {};
         baseEnv.OPENCODE_CONFIG_CONTENT = JSON.stringify({ ...inline, ...serverParts.config });
       }
+      // The user's checkout, not the worktree: read as data, only its model and provider settings.
+      const projectLayer = loop.repoDir ? projectLayerFor(await readProjectConfig(loop.repoDir)).config : undefined;
       const agent = await startLoopOpencode({
         loopName: loop.name,
         worktreeDir: loop.worktreeDir!,
         toolServer,
         prompts: await deps.agentPrompts(),
         models: { code: loop.model ?? undefined, auditor: loop.auditorModel ?? loop.model ?? undefined },
+        ...(projectLayer ? { projectLayer } : {}),
+        ...(loop.repoDir ? { userCheckoutDir: loop.repoDir } : {}),
+        onDisabledPluginCode: (names) => {
+          deps.log.warn(`[loop ${loop.name}] ${disabledPluginNotice(names)}`);
+          emit({ type: 'loop.notice', loop: { projectId, name: loop.name }, level: 'warning', message: disabledPluginNotice(names) });
+        },
         binaryPath: settings['forge.opencode.binaryPath'] || undefined,
         attach,
         baseEnv,

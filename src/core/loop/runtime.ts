@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AgentPrompts } from '../opencode/forge-config';
+import { projectConfigNotice, projectLayerFor, readProjectConfig } from '../opencode/project-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
 import type { SharedOpencodePool } from '../opencode/shared-opencode';
 import { createLoopAgentOpener } from './loop-agent';
@@ -281,6 +282,9 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     // The worktree starts from HEAD: say so when the user's own working tree holds more.
     const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
     if (uncommitted) notices.push(uncommitted);
+    // opencode reads no configuration from the worktree: say what of the user's project configuration loops leave out.
+    const projectConfig = settings['forge.opencode.serverUrl'] ? null : projectConfigNotice(projectLayerFor(await readProjectConfig(project.repoDir)));
+    if (projectConfig) notices.push(projectConfig);
     if (!request.model && !settings['forge.model'] && defaults.notice) notices.push(defaults.notice);
     // Safe by default: sandboxed wherever a driver works; unconfined only when allowed, and said.
     const decision = decideConfinement(confinementWanted, driver, settings['forge.sandbox.driver']);

@@ -5,7 +5,9 @@
  * How it merges (opencode 1.18, seen in its config loader and checked in the tests): global
  * config (`$XDG_CONFIG_HOME/opencode/opencode.json[c]`) → `OPENCODE_CONFIG` (a path, honoured
  * from the user's environment) → the project's `opencode.json[c]` → `.opencode/` folders →
- * `OPENCODE_CONFIG_CONTENT` → managed config. Objects merge deeply, later wins; `instructions`
+ * `OPENCODE_CONFIG_CONTENT` → managed config. Forge-run instances skip the project's files and
+ * folders (`OPENCODE_DISABLE_PROJECT_CONFIG`, see project-config.ts): the user's project model
+ * and provider settings arrive in this layer instead. Objects merge deeply, later wins; `instructions`
  * concatenate. So Forge's agents, its MCP server and its `question: deny` win over same-named
  * keys of the user, and everything else of the user (providers, credentials, other agents,
  * plugins, instructions) stays in effect.
@@ -13,6 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { OpencodeRemoteMcpEntry } from './forge-tool-server';
+import { deepMerge } from './server-process';
 import {
   FORGE_AGENT_NAMES,
   FORGE_AGENT_ROLES,
@@ -52,6 +55,11 @@ export interface ForgeOpencodeConfigInput {
   toolServer?: OpencodeRemoteMcpEntry;
   /** Per-role model as "provider/model"; omitted roles use the user's default model. */
   models?: Partial<Record<ForgeAgentRole, string>>;
+  /**
+   * The model and provider settings of the user's project configuration (project-config.ts),
+   * merged under Forge's layer: opencode itself reads no configuration from a loop's worktree.
+   */
+  projectLayer?: Record<string, unknown>;
   /** `file://` URL of Forge's file tool guard plugin (file-guard-server.ts). */
   fileGuardPlugin?: string;
 }
@@ -90,7 +98,7 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
     if (model) entry.model = model;
     agent[FORGE_AGENT_NAMES[role]] = entry;
   }
-  return {
+  const forge = {
     ...(input.toolServer ? { mcp: { [FORGE_MCP_SERVER_NAME]: input.toolServer } } : {}),
     ...(input.fileGuardPlugin ? { plugin: [input.fileGuardPlugin] } : {}),
     agent,
@@ -101,5 +109,11 @@ export function buildForgeOpencodeConfig(input: ForgeOpencodeConfigInput): Recor
     // loop branch already record the agent's work, and nobody reverts a Forge session from
     // opencode's UI, so the shadow repository is only cost (and disk outside the data folder).
     snapshot: false,
+    // Both start programs on the host for files the agent wrote (a formatter after every edit,
+    // `prettier` when the worktree's package.json names it; language servers from its
+    // node_modules): never for a Forge-run instance, whatever the user's configuration says.
+    formatter: false,
+    lsp: false,
   };
+  return input.projectLayer ? deepMerge(input.projectLayer, forge) : forge;
 }

@@ -17,7 +17,7 @@ import { addRemoteMcpServer, createSdkAgentClient } from './sdk-agent-client';
 import type { PermissionRule } from './agent-client';
 import { realPathThroughLinks } from '../fs/real-path';
 import { buildLoopPermissionRuleset, type LoopPermissionOptions, type SessionRole } from './permissions';
-import { opencodeOwnDirectories, resolveOpencodeBinary, type OpencodeEndpoint } from './server-process';
+import { opencodeOwnDirectories, resolveOpencodeBinary, startOpencodeProcess, type OpencodeEndpoint } from './server-process';
 import {
   attachOpencodeServer,
   startSupervisedOpencode,
@@ -26,6 +26,7 @@ import {
   type RestartPolicy,
 } from './server-supervisor';
 import { keepOpencodeWritesOutOfWorktree } from './worktree-guard';
+import { disableWorktreePluginCode, NO_PROJECT_CONFIG_ENVIRONMENT } from './project-config';
 import type { SharedOpencodePool, SharedServerConfinement } from './shared-opencode';
 import type { FileGuardServer } from './file-guard-server';
 
@@ -37,6 +38,19 @@ export interface LoopOpencodeOptions {
   toolServer: ForgeToolServer;
   prompts: AgentPrompts;
   models?: Partial<Record<ForgeAgentRole, string>>;
+  /**
+   * The user's project configuration as loops use it (`projectLayerFor`): opencode reads none
+   * from the worktree, which the agent writes (ignored with `attach`).
+   */
+  projectLayer?: Record<string, unknown>;
+  /**
+   * The user's checkout the worktree came from: plugin code in the worktree that is not the
+   * same there is disabled before opencode starts an instance for the worktree
+   * (`disableWorktreePluginCode`); absent, all of it is.
+   */
+  userCheckoutDir?: string;
+  /** Told the worktree files Forge disabled that way (for a notice). */
+  onDisabledPluginCode?: (names: string[]) => void;
   /** Setting `forge.opencode.binaryPath`. */
   binaryPath?: string;
   /** Setting `forge.opencode.serverUrl`: attach instead of starting a server. */
@@ -100,15 +114,23 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
     } else {
       const binaryPath = resolveOpencodeBinary({ configuredPath: options.binaryPath || undefined });
       await keepOpencodeWritesOutOfWorktree(options.worktreeDir);
+      // Over the user's and the caller's environment: no configuration, plugin, tool, agent,
+      // command, MCP server or AGENTS.md from the worktree (project-config.ts).
+      const extraEnv = { ...(options.extraEnv ?? {}), ...NO_PROJECT_CONFIG_ENVIRONMENT };
+      const projectLayer = options.projectLayer ? { projectLayer: options.projectLayer } : {};
+      const beforeInstance = async () => {
+        const disabled = await disableWorktreePluginCode(options.worktreeDir, options.userCheckoutDir);
+        if (disabled.length > 0) options.onDisabledPluginCode?.(disabled);
+      };
       if (options.shared) {
         const membership = await options.shared.pool.join(
           {
             binaryPath,
             confinement: options.shared.confinement,
             baseEnv: options.baseEnv ?? process.env,
-            ...(options.extraEnv ? { extraEnv: options.extraEnv } : {}),
+            extraEnv,
             // No tool scope and no models: each loop's instance gets its scope, each prompt its model.
-            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
+            forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, ...projectLayer, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
             ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
             ...(options.restart ? { restart: options.restart } : {}),
             ...(options.onOutput ? { onOutput: options.onOutput } : {}),
@@ -117,6 +139,7 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
             loopName: options.loopName,
             worktreeDir: options.worktreeDir,
             mcpEntry: scope.mcpEntry,
+            beforeInstance,
             ...(options.shared.shell ? { shell: options.shared.shell } : {}),
             ...(options.log ? { log: options.log } : {}),
           },
@@ -126,11 +149,16 @@ export async function startLoopOpencode(options: LoopOpencodeOptions): Promise<L
         sharedLoopMarker = membership.loopMarker;
       } else {
         server = await startSupervisedOpencode({
+          // Every start (the first, each restart) loads the worktree's instance: guard it first.
+          start: async (processOptions) => {
+            await beforeInstance();
+            return startOpencodeProcess(processOptions);
+          },
           binaryPath,
           cwd: options.worktreeDir,
           baseEnv: options.baseEnv,
-          extraEnv: options.extraEnv,
-          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
+          extraEnv,
+          forgeConfig: buildForgeOpencodeConfig({ prompts: options.prompts, toolServer: scope.mcpEntry, models: options.models, ...projectLayer, ...(fileGuardPlugin ? { fileGuardPlugin } : {}) }),
           startTimeoutMs: options.startTimeoutMs,
           restart: options.restart,
           onOutput: options.onOutput,

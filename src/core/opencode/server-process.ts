@@ -9,8 +9,9 @@
  *   opencode refuses requests without it. The password never leaves Forge's memory.
  * - Offline-safe: no update check, no sharing, no models.dev fetch, no LSP downloads.
  * - Forge's configuration arrives inline (`OPENCODE_CONFIG_CONTENT`), merged by opencode after
- *   the user's global config, `OPENCODE_CONFIG` and the project's config, so Forge writes no
- *   file and the user's providers, credentials and settings keep working.
+ *   the user's global config and `OPENCODE_CONFIG`, so Forge writes no file and the user's
+ *   providers, credentials and settings keep working. A loop's server reads no project
+ *   configuration from the directory it serves (loop-opencode.ts, project-config.ts).
  * - Spawned detached in its own process group; stopping kills the whole group. opencode runs
  *   each bash command in a new session (setsid), so those escape the group; every process of
  *   the server carries a per-process marker in its environment (inherited by whatever it

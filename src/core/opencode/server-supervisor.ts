@@ -79,7 +79,7 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = { maxAttempts: 5, initialDe
 
 export interface SupervisedServerOptions extends OpencodeProcessOptions {
   restart?: Partial<RestartPolicy>;
-  /** Replaces process start (tests of the supervisor itself); default `startOpencodeProcess`. */
+  /** Replaces process start (tests of the supervisor itself, a guard run before every start); default `startOpencodeProcess`. */
   start?: (options: OpencodeProcessOptions) => Promise<OpencodeProcess>;
 }
 

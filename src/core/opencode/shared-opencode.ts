@@ -65,6 +65,8 @@ export interface SharedServerJoin {
   mcpEntry: OpencodeRemoteMcpEntry;
   /** The loop's own shell and ripgrep shim; required unless the confinement is 'plain'. */
   shell?: { shellPath: string; ripgrepPath?: string };
+  /** Runs before every start of the loop's instance (its first, and after each server restart), before opencode reads the worktree. */
+  beforeInstance?: () => Promise<void>;
   log?: (message: string) => void;
 }
 
@@ -106,6 +108,7 @@ interface Member {
   loopName: string;
   worktreeDir: string;
   mcpEntry: OpencodeRemoteMcpEntry;
+  beforeInstance?: () => Promise<void>;
   /** Generation whose registration is done or under way. */
   registered?: { generation: number; done: Promise<void> };
   /** How long the last registration took, for the debug log. */
@@ -183,6 +186,7 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
   async function register(member: Member, endpoint: OpencodeEndpoint, generation: number): Promise<void> {
     if (member.registered?.generation === generation) return member.registered.done;
     const done = (async () => {
+      await member.beforeInstance?.();
       const t0 = performance.now();
       await checkConfiguration(endpoint, member.worktreeDir, 60_000);
       const t1 = performance.now();
@@ -236,7 +240,7 @@ export function createSharedOpencodePool(options: SharedOpencodePoolOptions): Sh
     }
     const memberId = randomBytes(8).toString('hex');
     const loopMarker = randomBytes(12).toString('hex');
-    const member: Member = { loopName: loop.loopName, worktreeDir: loop.worktreeDir, mcpEntry: loop.mcpEntry };
+    const member: Member = { loopName: loop.loopName, worktreeDir: loop.worktreeDir, mcpEntry: loop.mcpEntry, ...(loop.beforeInstance ? { beforeInstance: loop.beforeInstance } : {}) };
     pooled.members.set(memberId, member);
     const leave = async () => {
       if (!pooled.members.delete(memberId)) return;

@@ -21,6 +21,7 @@ import type { AgentPrompts } from '../opencode/forge-config';
 import type { ForgeToolServer } from '../opencode/forge-tool-server';
 import { FORGE_AGENT_NAMES } from '../opencode/forge-tools';
 import { startLoopOpencode, type LoopOpencode } from '../opencode/loop-opencode';
+import { projectLayerFor, readProjectConfig } from '../opencode/project-config';
 import { attachPermissionResponder } from '../opencode/permission-responder';
 import type { PlanDraftUsage } from '../storage/repositories';
 import type { GitRunner } from '../workspace';
@@ -116,6 +117,8 @@ export async function runReadOnlyTurn(deps: ReadOnlyTurnDeps, request: ReadOnlyT
         toolServer,
         prompts: await deps.agentPrompts(),
         ...(request.model ? { models: { [role]: request.model } } : {}),
+        projectLayer: projectLayerFor(await readProjectConfig(project.repoDir)).config,
+        userCheckoutDir: project.repoDir,
         binaryPath: deps.binaryPath(),
         baseEnv: deps.opencodeEnv(),
         ...(deps.opencodeExtraEnv ? { extraEnv: deps.opencodeExtraEnv } : {}),

@@ -27,8 +27,8 @@ import { renderWatchdogStamp } from '../jobs/job-core';
  *
  * Other ways opencode itself starts host processes from what the agent writes — project
  * plugins, custom tools, MCP servers, formatters and language servers found in the
- * worktree — are closed by the configuration additions below (no project configuration,
- * no formatters, no LSP).
+ * worktree — are closed for every Forge-run opencode, sandboxed or not (no project
+ * configuration, no formatters, no LSP: see opencode/project-config.ts).
  *
  * The shims live in a Forge-owned folder, never in the worktree.
  */
@@ -40,24 +40,13 @@ export interface OpencodeSandboxOptions {
   shimRoot: string;
   /** The PATH the opencode server would otherwise get (default process.env.PATH). */
   basePath?: string;
-  /**
-   * Let opencode read the worktree's own configuration (`opencode.json`, `.opencode/`:
-   * plugins, custom tools, MCP servers, formatters) and AGENTS.md. Off by default: all of
-   * that is written by the agent inside the sandbox and would be *run on the host* by the
-   * opencode server at its next start. `shell` stays Forge's either way (see above).
-   */
-  allowProjectConfig?: boolean;
 }
 
 export interface OpencodeSandboxAdditions {
   /** Merge into the opencode server's environment. */
   env: Record<string, string>;
-  /**
-   * Merge into the opencode server's inline configuration (OPENCODE_CONFIG_CONTENT):
-   * the shell shim, and no formatters or language servers, which opencode would start
-   * on the host from binaries the agent can place in the worktree.
-   */
-  config: { shell: string; formatter: false; lsp: false };
+  /** Merge into the opencode server's inline configuration (OPENCODE_CONFIG_CONTENT): the shell shim. */
+  config: { shell: string };
   shellShimPath: string;
   /** Where each builtin shell call registers its watchdog marker and command. */
   callsDir: string;
@@ -136,9 +125,8 @@ export async function prepareOpencodeSandbox(
       PATH: `${binDir}${path.delimiter}${basePath}`,
       FORGE_SANDBOX_NAME: handle.name,
       FORGE_SANDBOX_DRIVER: handle.driver,
-      ...(options.allowProjectConfig ? {} : { OPENCODE_DISABLE_PROJECT_CONFIG: '1' }),
     },
-    config: { shell: shellShimPath, formatter: false, lsp: false },
+    config: { shell: shellShimPath },
     shellShimPath,
     ripgrepShimPath,
     callsDir,
