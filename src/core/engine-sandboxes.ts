@@ -45,6 +45,7 @@ export type DriverResolution = { driver: SandboxDriverName | null; reason: strin
 export interface EngineSandboxes {
   sandboxPort: LoopSandboxPort;
   mergeCheckExecutor: MergeCheckExecutorPort;
+  gateCheckExecutor: MergeCheckExecutorPort;
   /** The driver `forge.sandbox.driver` picks now (null: none, with the reason). */
   resolveSandboxDriver(): Promise<DriverResolution>;
 }
@@ -222,34 +223,42 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   // mid-check; a leftover (a killed Forge) is replaced at the loop's next merge attempt.
   const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
   const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, `${sandboxPrefix.slice(0, -1)}m-`, () => true);
-  const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
-    if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
-    const config = await loopSandboxConfig(loop);
-    const m = mergeSandboxManagerFor(config.driver);
-    const request: LoopSandboxRequest = {
-      loopName: loop.name,
-      worktreeDir: dir,
-      gitCommonDir: readExtras(loop).gitCommonDir,
-      network: config.network,
-      limits: config.limits,
-      image: config.image,
+  // The gate's checks of a clean checkout of a loop's work (issue 27): the same kind of
+  // short-lived sandbox, with a prefix of its own (`forge-<6 hex>g-<loop>`).
+  const gateSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
+  const gateSandboxManagerFor = (driver: SandboxDriverName) => managerIn(gateSandboxManagers, driver, `${sandboxPrefix.slice(0, -1)}g-`, () => true);
+  const scratchCheckExecutor =
+    (managerFor: (driver: SandboxDriverName) => SandboxManager, purpose: string): MergeCheckExecutorPort =>
+    async (loop, dir) => {
+      if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
+      const config = await loopSandboxConfig(loop);
+      const m = managerFor(config.driver);
+      const request: LoopSandboxRequest = {
+        loopName: loop.name,
+        worktreeDir: dir,
+        gitCommonDir: readExtras(loop).gitCommonDir,
+        network: config.network,
+        limits: config.limits,
+        image: config.image,
+      };
+      try {
+        await m.start(request);
+      } catch (error) {
+        await m.stop(loop.name).catch(() => undefined);
+        throw error;
+      }
+      const name = m.sandboxName(loop.name);
+      log.info(`[sandbox] ${name}: ${purpose} of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
+      return {
+        exec: sandboxCheckExecutor(m.runtime, name),
+        where: `in a ${config.driver} sandbox of their own`,
+        release: () => m.stop(loop.name),
+      };
     };
-    try {
-      await m.start(request);
-    } catch (error) {
-      await m.stop(loop.name).catch(() => undefined);
-      throw error;
-    }
-    const name = m.sandboxName(loop.name);
-    log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
-    return {
-      exec: sandboxCheckExecutor(m.runtime, name),
-      where: `in a ${config.driver} sandbox of their own`,
-      release: () => m.stop(loop.name),
-    };
-  };
+  const mergeCheckExecutor = scratchCheckExecutor(mergeSandboxManagerFor, "the merge queue's checks");
+  const gateCheckExecutor = scratchCheckExecutor(gateSandboxManagerFor, "the gate's checks of a clean checkout");
 
-  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver };
+  return { sandboxPort, mergeCheckExecutor, gateCheckExecutor, resolveSandboxDriver };
 }
 
 /** Where a loop keeps the sandbox it started with, in its stored state. */

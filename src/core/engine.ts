@@ -133,7 +133,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   // Set once the embedded model runs: every opencode server Forge starts must know its provider.
   let embeddedConfig: Record<string, unknown> | null = null;
   const baseEnv = () => ({ ...(options.env ?? process.env) });
-  const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
+  const { sandboxPort, mergeCheckExecutor, gateCheckExecutor, resolveSandboxDriver } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
 
   const live = createLiveFeed(undefined, (m) => log.warn(`[live] ${m}`));
   // One opencode server for the loops of this process (per confinement and configuration).
@@ -195,6 +195,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       };
     },
     sandbox: sandboxPort,
+    gateCheckExecutor,
     sharedOpencode,
   });
 

@@ -5,12 +5,16 @@
  * cancel, which needs its own state (the abort of the check running now).
  */
 import type { CheckExecutor } from '../checks';
-import { runGate } from './loop-gate';
+import type { DeliveredWork } from '../workspace/delivered-work';
+import { recordGateFinding, runGate } from './loop-gate';
 import { readExtras } from './loop-extras';
 import type { LoopFindings } from './loop-findings';
 import type { PhaseWrites } from './phase-writes';
 import type { SupervisorContext } from './supervisor-deps';
 import { nextTransition, type LoopEvent, type Transition } from './transitions';
+
+/** The gate's own finding while the loop's work cannot be committed. */
+const UNDELIVERABLE_FINGERPRINT = 'gate:undeliverable';
 
 export class GatePass {
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
@@ -41,28 +45,62 @@ export class GatePass {
       // Writes of the hand-over that led here go first (the gate's own writes follow them).
       this.writes.flush();
       this.writes.emitEvents();
-      let exec: CheckExecutor;
+      // The gate verifies what the loop delivers (issue 27): what its next commit holds, in
+      // place when the worktree is proven to hold nothing else, else in a clean checkout of it.
+      // Work git cannot commit (a tracked file replaced by a named pipe) fails the gate; its
+      // checks still run in the worktree, for what they say.
+      let delivered: DeliveredWork;
+      let undeliverable: string | null = null;
       try {
-        exec = await deps.checkExecutor(loop);
+        delivered = await deps.worktrees.deliveredWork(loop.worktreeDir!, ref.name);
       } catch (error) {
+        undeliverable = (error as Error).message;
+        delivered = { kind: 'in-place', tree: 'uncommitable' };
+      }
+      const gateFindingDeps = { db: deps.db, projectId: ref.projectId, loopName: ref.name };
+      recordGateFinding(gateFindingDeps, {
+        fingerprint: UNDELIVERABLE_FINGERPRINT,
+        file: '',
+        description:
+          undeliverable === null
+            ? null
+            : `The loop's work cannot be committed, so the gate cannot pass: ${undeliverable}\nMake every file of the work a regular file, folder or symbolic link that git can commit.`,
+      });
+      let run: { exec: CheckExecutor; release(): Promise<void> };
+      try {
+        run = delivered.kind === 'in-place' ? { exec: await deps.checkExecutor(loop), release: async () => undefined } : await deps.checkExecutorOver(loop, delivered.dir);
+      } catch (error) {
+        if (delivered.kind === 'checkout') await delivered.dispose().catch(() => undefined);
         deps.emit({ type: 'loop.notice', loop: ref, level: 'error', message: (error as Error).message });
         return { kind: 'terminate', event: 'sandbox_lost', to: extras.loopState, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] };
       }
-      const outcome = await runGate(
-        {
-          db: deps.db,
-          projectId: ref.projectId,
-          loopName: ref.name,
-          worktreeDir: loop.worktreeDir!,
-          extras,
-          exec,
-          signal: abort.signal,
-          onRun: (run) => deps.emit({ type: 'loop.check', loop: ref, run }),
-        },
-        request,
-      );
+      const tree = delivered.tree.slice(0, 12);
+      if (delivered.kind === 'checkout') {
+        deps.emit({ type: 'loop.notice', loop: ref, level: 'info', message: `the checks run on a clean checkout of the work the loop commits (tree ${tree}): ${delivered.why}` });
+      }
+      let outcome: Awaited<ReturnType<typeof runGate>>;
+      try {
+        outcome = await runGate(
+          {
+            db: deps.db,
+            projectId: ref.projectId,
+            loopName: ref.name,
+            worktreeDir: delivered.kind === 'checkout' ? delivered.dir : loop.worktreeDir!,
+            ranOn: delivered.kind === 'checkout' ? `on the committed work (a clean checkout of tree ${tree}; ${delivered.why})` : `on the committed work (the worktree, which holds nothing else; tree ${tree})`,
+            extras,
+            exec: run.exec,
+            signal: abort.signal,
+            onRun: (r) => deps.emit({ type: 'loop.check', loop: ref, run: r }),
+          },
+          request,
+        );
+      } finally {
+        await run.release().catch((e) => deps.log.warn(`[loop ${ref.name}] releasing the gate's sandbox: ${String(e)}`));
+        if (delivered.kind === 'checkout') await delivered.dispose().catch((e) => deps.log.warn(`[loop ${ref.name}] removing the gate's checkout: ${String(e)}`));
+      }
       this.findings.reportChanges();
-      const event: LoopEvent = outcome.kind === 'cancelled' || abort.signal.aborted ? { type: 'cancel' } : outcome.event;
+      let event: LoopEvent = outcome.kind === 'cancelled' || abort.signal.aborted ? { type: 'cancel' } : outcome.event;
+      if (event.type === 'checks_passed' && undeliverable !== null) event = { type: 'checks_failed', gate: request.gate, failed: `the work cannot be committed (${undeliverable})` };
       const now = readExtras(this.ctx.loop());
       return nextTransition(now.loopState, event, now.limits);
     } finally {

@@ -20,6 +20,8 @@ export interface GateRunDeps {
   worktreeDir: string;
   extras: StoredLoopExtras;
   exec: CheckExecutor;
+  /** Where the checks run, for findings (`in the worktree`, `on the committed work (…)`); default the worktree. */
+  ranOn?: string;
   /** Aborted when the loop is cancelled: the running check stops, its result is `cancelled`. */
   signal?: AbortSignal;
   /** Each run, once it is in the check log. */
@@ -57,7 +59,7 @@ export async function runGate(deps: GateRunDeps, request: Extract<Transition, { 
       ...(deps.signal ? { signal: deps.signal } : {}),
     });
     results.push(result);
-    const finding = checkFinding(spec, result, { worktreeDir, isWorktreeFile });
+    const finding = checkFinding(spec, result, { worktreeDir, isWorktreeFile, ...(deps.ranOn ? { ranOn: deps.ranOn } : {}) });
     // The run and what it means for its finding commit together.
     const run = deps.db.transaction((tx) => {
       const repos: ForgeRepositories = createForgeRepositories(tx);
@@ -103,4 +105,31 @@ export async function runGate(deps: GateRunDeps, request: Extract<Transition, { 
   if (summary.passed) return { kind: 'event', event: { type: 'checks_passed', gate: request.gate }, results };
   const first = summary.failed[0]!;
   return { kind: 'event', event: { type: 'checks_failed', gate: request.gate, failed: `${first.label} (${first.message})` }, results };
+}
+
+/**
+ * A finding of the gate itself (source 'check', severity bug), not of one check: the work cannot
+ * be committed, the verification was changed (issue 27). `description` null resolves its open
+ * one (the condition is gone). While open it keeps the loop from completing like a failed check.
+ */
+export function recordGateFinding(
+  deps: Pick<GateRunDeps, 'db' | 'projectId' | 'loopName'>,
+  finding: { fingerprint: string; file: string; description: string | null },
+): void {
+  deps.db.transaction((tx) => {
+    const repos = createForgeRepositories(tx);
+    if (finding.description === null) repos.reviewFindings.resolveCheckFinding(deps.projectId, deps.loopName, finding.fingerprint);
+    else {
+      repos.reviewFindings.record(deps.projectId, {
+        loopName: deps.loopName,
+        file: finding.file,
+        line: 0,
+        severity: 'bug',
+        description: finding.description,
+        sectionIndex: null,
+        fingerprint: finding.fingerprint,
+        source: 'check',
+      });
+    }
+  });
 }

@@ -7,6 +7,7 @@
 import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
+import { createDeliveredWork } from './delivered-work';
 import { createGitRunner, type GitRunner } from './git-runner';
 import { createWorktreeGitDirs, removeNestedRepository, type WorktreeIntegrityProblem } from './worktree-git-dirs';
 import { isLoopName } from './loop-name';
@@ -583,9 +584,23 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return result.exitCode === 0 ? result.stdout : null;
   }
 
+  /** What the loop's next commit would hold, for the verification gate (delivered-work.ts). */
+  const { deliveredWork } = createDeliveredWork({
+    git,
+    worktreesRoot,
+    stage: async (dir) => {
+      const worktreeDir = await assertLoopFolder(dir);
+      const changes = await gitDirs.restoreGitFile(worktreeDir);
+      for (const p of changes) log.warn(`workspace: ${worktreeDir}: ${p.detail}`);
+      await addWithoutEmbeddedRepositories(worktreeDir, await ownWorkPathspec(worktreeDir), changes);
+    },
+    identityConfig: identityConfigOf,
+  });
+
   return {
     dataDir,
     worktreeDirFor,
+    deliveredWork,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
     ensureWorktree,

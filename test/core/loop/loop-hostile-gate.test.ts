@@ -5,8 +5,11 @@
  * - a check never hangs the loop: a file a `contains:` assertion reads replaced by a named pipe
  *   fails with a clear message, a never-ending check command ends at the timeout, and
  *   `forge cancel` ends a loop waiting on such a check within 10 s;
+ * - the gate verifies what is delivered: work hidden in an ignored file passes the check in the
+ *   worktree, but the loop does not complete (the committed work fails it);
  */
 import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -60,6 +63,14 @@ function processesRunning(needle: string): number[] {
   return found;
 }
 
+/** The user's project: `npm test` runs test.js, which needs add.js (the work to do). */
+const FILES = {
+  'README.md': '# demo\n',
+  'notes.txt': 'todo\n',
+  'package.json': `${JSON.stringify({ name: 'demo', version: '1.0.0', private: true, scripts: { test: 'node test.js' } }, null, 2)}\n`,
+  'test.js': "const add = require('./add.js');\nif (add(2, 3) !== 5) { console.error('add(2, 3) is not 5'); process.exit(1); }\nconsole.log('ok');\n",
+};
+
 describe('hostile coders against the verification gate (real opencode, real git, real bwrap)', function () {
   this.timeout(10 * 60_000);
   let h: LoopHarness;
@@ -68,7 +79,7 @@ describe('hostile coders against the verification gate (real opencode, real git,
   before(async function () {
     bwrapPrereqs();
     dataDir = await mkdtemp(path.join(sandboxTestTempRoot(), 'hostile-gate-data-'));
-    h = await createLoopHarness({ dataDir, files: { 'README.md': '# demo\n', 'notes.txt': 'todo\n' }, settings: { 'forge.checks.timeoutMs': 3_000 } });
+    h = await createLoopHarness({ dataDir, files: FILES, settings: { 'forge.checks.timeoutMs': 3_000 } });
   });
   after(async function () {
     await h?.close();
@@ -92,7 +103,7 @@ describe('hostile coders against the verification gate (real opencode, real git,
     const runs = h.engine.repos.checkRuns.listByLoop(started.projectId, started.name);
     const fifo = runs.filter((r) => r.kind === 'contains');
     const sleeper = runs.filter((r) => r.kind === 'command');
-    assert.ok(fifo.length >= 1 && sleeper.length >= 1, JSON.stringify(runs));
+    assert.ok(fifo.length >= 1 && sleeper.length >= 1, `${JSON.stringify(runs)} ${JSON.stringify(end)}`);
     for (const r of fifo) {
       assert.equal(r.status, 'failed', JSON.stringify(r));
       assert.equal(r.message, 'notes.txt is a named pipe (FIFO), not a regular file; Forge reads only regular files for "contains": the check needs notes.txt to be a file of the repository');
@@ -104,6 +115,29 @@ describe('hostile coders against the verification gate (real opencode, real git,
     const findings = h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => f.description);
     assert.ok(findings.some((f) => f.includes('notes.txt is a named pipe (FIFO)')), findings.join('\n---\n'));
     assert.deepEqual(processesRunning('sleep 86400'), [], 'the never-ending check outlived its timeout');
+  });
+
+  it('work hidden in an ignored file passes in the worktree, but the loop does not complete: the committed work fails the check', async () => {
+    h.model.setHandler(
+      hostileScript([bash('hide', "printf 'module.exports = (a, b) => a + b;\\n' > add.js && echo add.js >> .gitignore && node test.js; echo \"rc=$?\"")]),
+    );
+    const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write add.js', name: 'hostile-ignored', maxIterations: 2, merge: 'never', checks: { check: ['node test.js'] } });
+    const end = await h.engine.runtime.waitForEnd(started);
+    const loop = h.engine.runtime.get(started)!;
+    assert.notEqual((end as { status: string }).status, 'completed', JSON.stringify(end));
+    // The check passes in the worktree as the agent left it…
+    assert.equal(spawnSync('node', ['test.js'], { cwd: loop.worktreeDir!, encoding: 'utf8' }).status, 0);
+    // …and fails on the branch: the gate said so.
+    const runs = h.engine.repos.checkRuns.listByLoop(started.projectId, started.name);
+    assert.ok(runs.length >= 1 && runs.every((r) => r.status === 'failed'), JSON.stringify(runs));
+    assert.match(runs[0]!.outputTail, /Cannot find module '\.\/add\.js'/);
+    const findings = h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => f.description);
+    assert.ok(
+      findings.some((f) => /Forge ran it on the committed work \(a clean checkout of tree [0-9a-f]{12}; the worktree holds the ignored file add\.js, which the loop does not commit\)/.test(f)),
+      findings.join('\n---\n'),
+    );
+    // No throw-away checkout is left beside the worktrees.
+    assert.deepEqual(readdirSync(path.dirname(loop.worktreeDir!)).filter((n) => n.startsWith('.gate-')), []);
   });
 });
 
