@@ -4,9 +4,9 @@
  * their result makes. Its own file because a pass can take minutes and must stop at once on a
  * cancel, which needs its own state (the abort of the check running now).
  */
-import type { CheckExecutor } from '../checks';
+import { allowsVerificationChanges, detectVerificationChanges, type CheckExecutor, type VerificationChange } from '../checks';
 import type { DeliveredWork } from '../workspace/delivered-work';
-import { recordGateFinding, runGate } from './loop-gate';
+import { recordGateFinding, recordVerificationChanges, runGate } from './loop-gate';
 import { readExtras } from './loop-extras';
 import type { LoopFindings } from './loop-findings';
 import type { PhaseWrites } from './phase-writes';
@@ -15,6 +15,8 @@ import { nextTransition, type LoopEvent, type Transition } from './transitions';
 
 /** The gate's own finding while the loop's work cannot be committed. */
 const UNDELIVERABLE_FINGERPRINT = 'gate:undeliverable';
+/** The manifests whose scripts and targets a check may run (verification-changes.ts). */
+const MANIFESTS = ['package.json', 'GNUmakefile', 'makefile', 'Makefile'];
 
 export class GatePass {
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
@@ -25,6 +27,17 @@ export class GatePass {
     private readonly writes: PhaseWrites,
     private readonly findings: LoopFindings,
   ) {}
+
+  /** What the delivered tree changed, since the loop's base, of what the loop's checks run; nothing when the plan allows it. */
+  private async verificationChanges(worktreeDir: string, base: string, tree: string, extras: ReturnType<typeof readExtras>): Promise<VerificationChange[]> {
+    const checks = extras.checks ?? [];
+    if (checks.length === 0 || allowsVerificationChanges(extras.verification)) return [];
+    const worktrees = this.ctx.deps.worktrees;
+    const changed = await worktrees.changedSince(worktreeDir, base, tree);
+    const texts = new Map<string, { base: string | null; now: string | null }>();
+    for (const file of MANIFESTS) texts.set(file, { base: await worktrees.textAt(worktreeDir, base, file), now: await worktrees.textAt(worktreeDir, tree, file) });
+    return detectVerificationChanges({ checks, changed, textAt: (file) => texts.get(file) ?? { base: null, now: null } });
+  }
 
   /** Stops the check running now, if any: its pass then gives the cancel's transition. */
   abort(): void {
@@ -66,6 +79,16 @@ export class GatePass {
             ? null
             : `The loop's work cannot be committed, so the gate cannot pass: ${undeliverable}\nMake every file of the work a regular file, folder or symbolic link that git can commit.`,
       });
+      // The agent cannot weaken a check (issue 27): what the branch changed of what the checks run.
+      let verificationChanged: Array<{ file: string; what: string }> = [];
+      if (undeliverable === null && loop.baseCommit) {
+        try {
+          verificationChanged = recordVerificationChanges(gateFindingDeps, await this.verificationChanges(loop.worktreeDir!, loop.baseCommit, delivered.tree, extras));
+        } catch (error) {
+          if (delivered.kind === 'checkout') await delivered.dispose().catch(() => undefined);
+          throw error;
+        }
+      }
       let run: { exec: CheckExecutor; release(): Promise<void> };
       try {
         run = delivered.kind === 'in-place' ? { exec: await deps.checkExecutor(loop), release: async () => undefined } : await deps.checkExecutorOver(loop, delivered.dir);
@@ -101,6 +124,9 @@ export class GatePass {
       this.findings.reportChanges();
       let event: LoopEvent = outcome.kind === 'cancelled' || abort.signal.aborted ? { type: 'cancel' } : outcome.event;
       if (event.type === 'checks_passed' && undeliverable !== null) event = { type: 'checks_failed', gate: request.gate, failed: `the work cannot be committed (${undeliverable})` };
+      if (event.type === 'checks_passed' && verificationChanged.length > 0) {
+        event = { type: 'checks_failed', gate: request.gate, failed: `verification changed: ${verificationChanged.map((c) => c.what).join('; ')}` };
+      }
       const now = readExtras(this.ctx.loop());
       return nextTransition(now.loopState, event, now.limits);
     } finally {

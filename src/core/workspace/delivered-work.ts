@@ -78,7 +78,29 @@ export function createDeliveredWork(deps: DeliveredWorkDeps) {
     }
     return { kind: 'checkout', tree, dir, why: `the worktree holds ${describeEntry(extra)}, which the loop does not commit`, dispose };
   }
-  return { deliveredWork };
+  /** Files changed from `base` to `tree` (renames detected), for the gate's verification-change check. */
+  async function changedSince(worktreeDir: string, base: string, tree: string): Promise<Array<{ status: string; path: string; oldPath?: string }>> {
+    const out = await deps.git.ok(worktreeDir, ['diff', '--name-status', '-z', '--no-ext-diff', '--no-textconv', '-M', base, tree, '--']);
+    const parts = out.split('\0');
+    const changed: Array<{ status: string; path: string; oldPath?: string }> = [];
+    for (let i = 0; i + 1 < parts.length; ) {
+      const status = parts[i++]!.charAt(0);
+      if (status === '') break;
+      if (status === 'R' || status === 'C') {
+        const oldPath = parts[i++]!;
+        changed.push({ status, path: parts[i++]!, oldPath });
+      } else changed.push({ status, path: parts[i++]! });
+    }
+    return changed;
+  }
+  /** A file's text in a commit or tree (at most 1 MiB), or null when it is not there. */
+  async function textAt(worktreeDir: string, rev: string, file: string): Promise<string | null> {
+    const size = await deps.git.run(worktreeDir, ['cat-file', '-s', `${rev}:${file}`]);
+    if (size.exitCode !== 0 || Number(size.stdout.trim()) > 1024 * 1024) return null;
+    const blob = await deps.git.run(worktreeDir, ['cat-file', 'blob', `${rev}:${file}`]);
+    return blob.exitCode === 0 ? blob.stdout : null;
+  }
+  return { deliveredWork, changedSince, textAt };
 }
 
 function describeEntry(entry: string): string {

@@ -585,7 +585,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   }
 
   /** What the loop's next commit would hold, for the verification gate (delivered-work.ts). */
-  const { deliveredWork } = createDeliveredWork({
+  const { deliveredWork, changedSince, textAt } = createDeliveredWork({
     git,
     worktreesRoot,
     stage: async (dir) => {
@@ -601,6 +601,8 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     dataDir,
     worktreeDirFor,
     deliveredWork,
+    changedSince,
+    textAt,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
     ensureWorktree,
