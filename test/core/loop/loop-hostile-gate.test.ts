@@ -158,6 +158,12 @@ describe('hostile coders against the verification gate (real opencode, real git,
       open.some((f) => f.startsWith('package.json: Verification changed: the package.json script "test", which check 1: npm test runs, changed from "node test.js" to "exit 0".')),
       open.join('\n---\n'),
     );
+    // Only the user accepts it (`forge findings NAME --accept ID` dismisses it): the restarted loop then completes.
+    const finding = h.engine.repos.reviewFindings.listOpen(started.projectId, started.name).find((f) => f.description.startsWith('Verification changed:'))!;
+    h.engine.repos.reviewFindings.setStatus(started.projectId, finding.id, 'dismissed');
+    await h.engine.runtime.restart(started);
+    const again = await h.engine.runtime.waitForEnd(started);
+    assert.equal((again as { status: string }).status, 'completed', JSON.stringify(again));
   });
 });
 
