@@ -7,6 +7,7 @@
 import { allowsVerificationChanges, detectVerificationChanges, type CheckExecutor, type VerificationChange } from '../checks';
 import type { DeliveredWork } from '../workspace/delivered-work';
 import { recordGateFinding, recordVerificationChanges, runGate } from './loop-gate';
+import { recordAgentGitChanges } from './agent-git-findings';
 import { readExtras } from './loop-extras';
 import type { LoopFindings } from './loop-findings';
 import type { PhaseWrites } from './phase-writes';
@@ -65,7 +66,7 @@ export class GatePass {
       let delivered: DeliveredWork;
       let undeliverable: string | null = null;
       try {
-        delivered = await deps.worktrees.deliveredWork(loop.worktreeDir!, ref.name);
+        delivered = await deps.worktrees.deliveredWork(loop.worktreeDir!, ref.name, (changes) => recordAgentGitChanges({ repos: deps.repos, emit: deps.emit }, ref, changes));
       } catch (error) {
         undeliverable = (error as Error).message;
         delivered = { kind: 'in-place', tree: 'uncommitable' };

@@ -30,7 +30,7 @@ export interface DeliveredWorkDeps {
   /** `<dataDir>/worktrees`: the checkout goes beside the loop worktrees (`.gate-<loop>-<hex>`). */
   worktreesRoot(): Promise<string>;
   /** Stages the loop's own work as its commit would (`git add -A` without artefact folders). */
-  stage(worktreeDir: string): Promise<void>;
+  stage(worktreeDir: string, onAgentGitChanges?: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => void): Promise<void>;
   /** `user.name=…`, `user.email=…` settings for the throw-away commit. */
   identityConfig(worktreeDir: string): Promise<string[]>;
 }
@@ -54,8 +54,12 @@ export function firstUndeliveredEntry(porcelainZ: string): string | null {
 
 export function createDeliveredWork(deps: DeliveredWorkDeps) {
   /** The loop's delivered work, staged in its worktree, in place when proven clean, else as a clean checkout. */
-  async function deliveredWork(worktreeDir: string, loopName: string): Promise<DeliveredWork> {
-    await deps.stage(worktreeDir);
+  async function deliveredWork(
+    worktreeDir: string,
+    loopName: string,
+    onAgentGitChanges?: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => void,
+  ): Promise<DeliveredWork> {
+    await deps.stage(worktreeDir, onAgentGitChanges);
     const tree = (await deps.git.ok(worktreeDir, ['write-tree'])).trim();
     const status = await deps.git.ok(worktreeDir, ['status', '--porcelain=v1', '-z', '--ignored=matching', '--untracked-files=all']);
     const extra = firstUndeliveredEntry(status);

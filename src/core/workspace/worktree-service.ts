@@ -588,11 +588,15 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   const { deliveredWork, changedSince, textAt } = createDeliveredWork({
     git,
     worktreesRoot,
-    stage: async (dir) => {
+    stage: async (dir, onAgentGitChanges) => {
       const worktreeDir = await assertLoopFolder(dir);
       const changes = await gitDirs.restoreGitFile(worktreeDir);
-      for (const p of changes) log.warn(`workspace: ${worktreeDir}: ${p.detail}`);
-      await addWithoutEmbeddedRepositories(worktreeDir, await ownWorkPathspec(worktreeDir), changes);
+      try {
+        await addWithoutEmbeddedRepositories(worktreeDir, await ownWorkPathspec(worktreeDir), changes);
+      } finally {
+        for (const p of changes) log.warn(`workspace: ${worktreeDir}: ${p.detail}`);
+        if (changes.length > 0) onAgentGitChanges?.(changes);
+      }
     },
     identityConfig: identityConfigOf,
   });
