@@ -36,7 +36,10 @@ export class GatePass {
     const worktrees = this.ctx.deps.worktrees;
     const changed = await worktrees.changedSince(worktreeDir, base, tree);
     const texts = new Map<string, { base: string | null; now: string | null }>();
-    for (const file of MANIFESTS) texts.set(file, { base: await worktrees.textAt(worktreeDir, base, file), now: await worktrees.textAt(worktreeDir, tree, file) });
+    const commands = checks.map((c) => (c.kind === 'command' ? c.command : '')).join('\n');
+    // Only the manifests a check can invoke are read (two git processes each).
+    const manifests = MANIFESTS.filter((file) => (file === 'package.json' ? /\b(npm|yarn|pnpm|bun)\b/ : /\bg?make\b/).test(commands));
+    for (const file of manifests) texts.set(file, { base: await worktrees.textAt(worktreeDir, base, file), now: await worktrees.textAt(worktreeDir, tree, file) });
     return detectVerificationChanges({ checks, changed, textAt: (file) => texts.get(file) ?? { base: null, now: null } });
   }
 
@@ -110,7 +113,12 @@ export class GatePass {
             projectId: ref.projectId,
             loopName: ref.name,
             worktreeDir: delivered.kind === 'checkout' ? delivered.dir : loop.worktreeDir!,
-            ranOn: delivered.kind === 'checkout' ? `on the committed work (a clean checkout of tree ${tree}; ${delivered.why})` : `on the committed work (the worktree, which holds nothing else; tree ${tree})`,
+            ranOn:
+              undeliverable !== null
+                ? 'in the worktree (its work cannot be committed)'
+                : delivered.kind === 'checkout'
+                  ? `on the committed work (a clean checkout of tree ${tree}; ${delivered.why})`
+                  : `on the committed work (the worktree, which holds nothing else; tree ${tree})`,
             extras,
             exec: run.exec,
             signal: abort.signal,
