@@ -73,7 +73,7 @@ export type CliCommand =
   | ({ command: 'goal'; goal: string; checks: GoalCheckArgs } & RunOptions)
   | ({ command: 'plan'; request: string; model: string | null; outPath: string | null; continueId: string | null } & CommonOptions)
   | ({ command: 'status'; name: string | null } & CommonOptions)
-  | ({ command: 'findings'; name: string } & CommonOptions)
+  | ({ command: 'findings'; name: string; accept: number | null } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
   | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
@@ -200,6 +200,7 @@ const PARSE_OPTIONS = {
   launch: { type: 'boolean' },
   'splitter-model': { type: 'string' },
   into: { type: 'string' },
+  accept: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const;
@@ -297,6 +298,7 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
   for (const k of ['max-concurrent', 'launch', 'splitter-model', 'into'] as const) {
     if (command !== 'group' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge group only.`);
   }
+  if (command !== 'findings' && v.accept !== undefined) throw new UsageError('--accept applies to forge findings only.');
   if (command !== 'run' && command !== 'goal' && command !== 'restart' && v['no-handover']) throw new UsageError('--no-handover applies to forge run, forge goal and forge restart only.');
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
@@ -355,8 +357,11 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     case 'status':
       if (rest.length > 1) throw new UsageError('forge status takes at most one loop name.');
       return { command, name: rest[0] ?? null, ...common };
-    case 'findings':
-      return { command, name: one('loop name'), ...common };
+    case 'findings': {
+      const accept = v.accept === undefined ? null : Number(v.accept);
+      if (accept !== null && !(Number.isInteger(accept) && accept > 0)) throw new UsageError(`--accept takes a finding's number (forge findings NAME lists them), not "${v.accept}".`);
+      return { command, name: one('loop name'), accept, ...common };
+    }
     case 'cancel':
       return { command, name: one('loop name'), ...common };
     case 'restart': {

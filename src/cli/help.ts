@@ -46,6 +46,7 @@ export const OPTION_HELP: Readonly<Record<string, OptionHelp>> = {
   launch: { text: 'run the features right after the split, without review' },
   'splitter-model': { arg: 'P/M', text: 'the feature splitter\'s model (default: as for loops; the embedded model splits PRDs written as "## Feature <id>: <title>" sections)' },
   into: { arg: 'BRANCH', text: 'the branch to fast-forward to the group\'s integration branch' },
+  accept: { arg: 'ID', text: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept' },
 };
 
 /** Options every command takes. */
@@ -129,7 +130,10 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
   },
   findings: {
     summary: "list a loop's review findings",
-    forms: [{ usage: 'forge findings NAME [--json]', options: [], example: ['findings', 'l1'] }],
+    forms: [
+      { usage: 'forge findings NAME [--json]', options: [], example: ['findings', 'l1'] },
+      { usage: 'forge findings NAME --accept ID', does: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept', options: ['accept'], example: ['findings', 'l1', '--accept', '3'] },
+    ],
   },
   cancel: {
     summary: 'cancel a running loop',

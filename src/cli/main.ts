@@ -323,6 +323,14 @@ async function main(argv: string[]): Promise<number> {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         const loop = engine.runtime.get({ projectId, name: cmd.name });
         if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
+        if (cmd.accept !== null) {
+          // The user's word (issue 27): a finding no agent may resolve, a check's or the gate's, is dismissed here.
+          const finding = engine.repos.reviewFindings.get(projectId, cmd.accept);
+          if (!finding || finding.loopName !== cmd.name) throw new LoopRuntimeError('not_found', `Loop "${cmd.name}" has no finding #${cmd.accept}. "forge findings ${cmd.name}" lists them.`);
+          if (finding.status === 'open') engine.repos.reviewFindings.setStatus(projectId, finding.id, 'dismissed');
+          out(cmd.json ? JSON.stringify({ loop: cmd.name, finding: finding.id, status: 'dismissed' }) : `Finding #${finding.id} of loop "${cmd.name}": ${finding.status === 'open' ? 'accepted (dismissed)' : `already ${finding.status}`}. "forge restart ${cmd.name}" goes on without it.`);
+          return 0;
+        }
         const { formatFindings } = await loadPart(() => import('./format'));
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;

@@ -51,6 +51,7 @@ export type DriverResolution = { driver: SandboxDriverName | null; reason: strin
 export interface EngineSandboxes {
   sandboxPort: LoopSandboxPort;
   mergeCheckExecutor: MergeCheckExecutorPort;
+  gateCheckExecutor: MergeCheckExecutorPort;
   /** The driver `forge.sandbox.driver` picks now (null: none, with the reason). */
   resolveSandboxDriver(): Promise<DriverResolution>;
   /**
@@ -278,44 +279,54 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   const mergeSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
   const mergePrefix = `${sandboxPrefix.slice(0, -1)}m-`;
   const mergeSandboxManagerFor = (driver: SandboxDriverName) => managerIn(mergeSandboxManagers, driver, mergePrefix, () => true);
-  /** The process running a merge's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
-  const mergeOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
-  const mergeOwnerFile = (sandboxName: string) => join(mergeOwnersDir, `${sandboxName}.json`);
-  const mergeCheckExecutor: MergeCheckExecutorPort = async (loop, dir) => {
-    if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
-    const config = await loopSandboxConfig(loop);
-    const m = mergeSandboxManagerFor(config.driver);
-    const request: LoopSandboxRequest = {
-      loopName: loop.name,
-      worktreeDir: dir,
-      gitCommonDir: readExtras(loop).gitCommonDir,
-      network: config.network,
-      limits: config.limits,
-      image: config.image,
+  // The gate's checks of a clean checkout of a loop's work (issue 27): the same kind of
+  // short-lived sandbox, with a prefix of its own (`forge-<6 hex>g-<loop>`).
+  const gateSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
+  const gatePrefix = `${sandboxPrefix.slice(0, -1)}g-`;
+  const gateSandboxManagerFor = (driver: SandboxDriverName) => managerIn(gateSandboxManagers, driver, gatePrefix, () => true);
+  /** The process running a merge's or a gate's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
+  const scratchOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
+  const scratchOwnerFile = (sandboxName: string) => join(scratchOwnersDir, `${sandboxName}.json`);
+  const scratchCheckExecutor =
+    (managerFor: (driver: SandboxDriverName) => SandboxManager, purpose: string): MergeCheckExecutorPort =>
+    async (loop, dir) => {
+      if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
+      const config = await loopSandboxConfig(loop);
+      const m = managerFor(config.driver);
+      const request: LoopSandboxRequest = {
+        loopName: loop.name,
+        worktreeDir: dir,
+        gitCommonDir: readExtras(loop).gitCommonDir,
+        network: config.network,
+        limits: config.limits,
+        image: config.image,
+      };
+      const name = m.sandboxName(loop.name);
+      await writeOwnerRecord(scratchOwnerFile(name));
+      try {
+        await m.start(request);
+      } catch (error) {
+        await m.stop(loop.name).then(() => removeOwnerRecord(scratchOwnerFile(name)), () => undefined);
+        throw error;
+      }
+      log.info(`[sandbox] ${name}: ${purpose} of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
+      return {
+        exec: sandboxCheckExecutor(m.runtime, name),
+        where: `in a ${config.driver} sandbox of their own`,
+        release: async () => {
+          await m.stop(loop.name);
+          await removeOwnerRecord(scratchOwnerFile(name));
+        },
+      };
     };
-    const name = m.sandboxName(loop.name);
-    await writeOwnerRecord(mergeOwnerFile(name));
-    try {
-      await m.start(request);
-    } catch (error) {
-      await m.stop(loop.name).then(() => removeOwnerRecord(mergeOwnerFile(name)), () => undefined);
-      throw error;
-    }
-    log.info(`[sandbox] ${name}: the merge queue's checks of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
-    return {
-      exec: sandboxCheckExecutor(m.runtime, name),
-      where: `in a ${config.driver} sandbox of their own`,
-      release: async () => {
-        await m.stop(loop.name);
-        await removeOwnerRecord(mergeOwnerFile(name));
-      },
-    };
-  };
+  const mergeCheckExecutor = scratchCheckExecutor(mergeSandboxManagerFor, "the merge queue's checks");
+  const gateCheckExecutor = scratchCheckExecutor(gateSandboxManagerFor, "the gate's checks of a clean checkout");
 
   async function removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }> {
     const removed: string[] = [];
     const problems: string[] = [];
-    const mergeOwned = (loopName: string) => ownerState(mergeOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
+    const mergeOwned = (loopName: string) => ownerState(scratchOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
+    const gateOwned = (loopName: string) => ownerState(scratchOwnerFile(`${gatePrefix}${loopName}`)) === 'alive';
     const drivers = new Set<SandboxDriverName>(['bwrap']);
     for (const d of driversInUse) if ((SANDBOX_DRIVER_NAMES as readonly string[]).includes(d)) drivers.add(d as SandboxDriverName);
     for (const driver of drivers) {
@@ -323,13 +334,14 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       for (const [prefix, owned, what] of [
         [sandboxPrefix, isLoopOwned, 'sandbox'],
         [mergePrefix, mergeOwned, 'merge-check sandbox'],
+        [gatePrefix, gateOwned, 'gate-check sandbox'],
       ] as const) {
         // A manager of its own: owned means "a live process owns it", not "its loop is marked running".
         const m = new SandboxManager({ runtime, prefix, isLoopRunning: owned, onWarning: (message) => log.warn(`[sandbox] ${message}`) });
         try {
           for (const name of await m.cleanupOrphans()) {
             removed.push(`${driver} ${what} ${name}`);
-            if (prefix === mergePrefix) await removeOwnerRecord(mergeOwnerFile(name));
+            if (prefix !== sandboxPrefix) await removeOwnerRecord(scratchOwnerFile(name));
           }
         } catch (error) {
           problems.push(`could not check the ${driver} ${what}es (${(error as Error).message.split('\n')[0]})`);
@@ -342,6 +354,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       if (rest.startsWith('-')) return isLoopOwned(rest.slice(1));
       if (rest.startsWith('h-')) return isLoopOwned(rest.slice(2));
       if (rest.startsWith('m-')) return mergeOwned(rest.slice(2));
+      if (rest.startsWith('g-')) return gateOwned(rest.slice(2));
       return true; // another data folder's prefix that happens to extend ours: not ours
     };
     for (const name of await hostCgroups.listByPrefix(sandboxPrefix.slice(0, -1))) {
@@ -360,14 +373,14 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
     }
     // Owner records of merge-check sandboxes whose owner died after the sandbox was gone.
-    for (const f of await readdir(mergeOwnersDir).catch(() => [] as string[])) {
-      const file = join(mergeOwnersDir, f);
+    for (const f of await readdir(scratchOwnersDir).catch(() => [] as string[])) {
+      const file = join(scratchOwnersDir, f);
       if (ownerState(file) !== 'alive') await rm(file, { force: true });
     }
     return { removed, problems };
   }
 
-  return { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned };
+  return { sandboxPort, mergeCheckExecutor, gateCheckExecutor, resolveSandboxDriver, removeUnowned };
 }
 
 /** The process cgroup (and agent-shell folder) of an unconfined loop: `forge-<6 hex>h-<loop>`. */

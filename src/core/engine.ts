@@ -137,7 +137,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
   // Set once the embedded model runs: every opencode server Forge starts must know its provider.
   let embeddedConfig: Record<string, unknown> | null = null;
   const baseEnv = () => ({ ...(options.env ?? process.env) });
-  const { sandboxPort, mergeCheckExecutor, resolveSandboxDriver, removeUnowned } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
+  const { sandboxPort, mergeCheckExecutor, gateCheckExecutor, resolveSandboxDriver, removeUnowned } = createEngineSandboxes({ dataDir, log, baseEnv, settings: options.settings, db, repos });
   // Before any loop of this process exists: what killed processes left, that no live process owns.
   const cleanupStarted = Date.now();
   const crashCleanup = await cleanUpAfterCrash({ db, sandboxes: { removeUnowned }, worktrees });
@@ -207,6 +207,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       };
     },
     sandbox: sandboxPort,
+    gateCheckExecutor,
     sharedOpencode,
     fileGuard: fileGuardServer,
   });

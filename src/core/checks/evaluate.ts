@@ -31,6 +31,8 @@ export interface CheckFindingOptions {
   worktreeDir: string;
   /** Whether a worktree-relative path is a file of the worktree (the caller asks the disk); default: any. */
   isWorktreeFile?: (path: string) => boolean;
+  /** Where Forge ran it, for the finding's text; default `in the worktree`. */
+  ranOn?: string;
   /** How much of the output tail the finding carries; default 8 KiB (its end). */
   maxOutputBytes?: number;
 }
@@ -47,7 +49,7 @@ export function checkFinding(spec: CheckSpec, result: CheckResult, options: Chec
   } else if ((spec.kind === 'contains' || spec.kind === 'matches') && result.status === 'failed') {
     location = { file: spec.path, line: 0 };
   }
-  const lines: string[] = [`Check failed: ${spec.label}`, `Written in ${spec.origin}; Forge ran it in the worktree and ${resultPhrase(result)}.`];
+  const lines: string[] = [`Check failed: ${spec.label}`, `Written in ${spec.origin}; Forge ran it ${options.ranOn ?? 'in the worktree'} and ${resultPhrase(result)}.`];
   if (spec.kind === 'command') {
     lines.push('', 'Command:', fence(spec.command, 'sh'));
     if (result.outputBytes === 0) lines.push('', 'It printed nothing.');

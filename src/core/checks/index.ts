@@ -26,3 +26,4 @@ export { evaluateFileCheck, MAX_ASSERTED_FILE_BYTES, MAX_MATCH_MS } from './file
 export { checkFinding, checkFindingFingerprint, extractFileLocations, summariseCheckResults, type CheckFindingOptions } from './evaluate';
 export { normaliseWorktreePath } from './worktree-path';
 export { CHECK_MARKER_VARIABLE } from './process-marker';
+export { allowsVerificationChanges, detectVerificationChanges, isTestPath, makeRule, type ChangedPath, type VerificationChange, type VerificationInputs } from './verification-changes';

@@ -69,11 +69,12 @@ export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promi
   const started = performance.now();
   const base = { checkId: spec.id, label: spec.label, kind: spec.kind, startedAt };
   const elapsed = () => Math.round(performance.now() - started);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
   if (spec.kind !== 'command') {
-    const { status, message } = await evaluateFileCheck(spec, options.cwd, options.timeoutMs);
+    if (options.signal?.aborted) return { ...base, status: 'cancelled', message: 'cancelled before it started', exitCode: null, signal: null, durationMs: 0, outputTail: '', outputBytes: 0, outputTruncated: false };
+    const { status, message } = await boundFileCheck(evaluateFileCheck(spec, options.cwd, timeoutMs), timeoutMs, options.signal);
     return { ...base, status, message, exitCode: null, signal: null, durationMs: elapsed(), outputTail: '', outputBytes: 0, outputTruncated: false };
   }
-  const timeoutMs = options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new RangeError(`A check's timeout must be a positive number of milliseconds, not ${timeoutMs}.`);
   if (!(maxOutputBytes > 0) || !Number.isInteger(maxOutputBytes)) throw new RangeError(`A check's output limit must be a positive whole number of bytes, not ${maxOutputBytes}.`);
@@ -109,6 +110,31 @@ export async function runCheck(spec: CheckSpec, options: RunCheckOptions): Promi
     outputBytes: outcome.outputBytes,
     outputTruncated: outcome.outputTruncated,
   };
+}
+
+/**
+ * A file assertion's evaluation, bounded like a command (issue 27): it ends at the check's
+ * timeout or at a cancel whatever the file system does (a stalled mount, a file Forge waits on);
+ * the evaluation left behind holds no lock and its result is dropped.
+ */
+async function boundFileCheck(
+  evaluation: Promise<{ status: CheckStatus; message: string }>,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<{ status: CheckStatus; message: string }> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const bounds = new Promise<{ status: CheckStatus; message: string }>((resolve) => {
+    timer = setTimeout(() => resolve({ status: 'timed-out', message: `timed out after ${timeoutMs} ms reading the file; Forge stopped waiting for it` }), timeoutMs);
+    onAbort = () => resolve({ status: 'cancelled', message: 'cancelled; Forge stopped waiting for the file' });
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([evaluation, bounds]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
 }
 
 /** Runs checks one after another (they share the worktree, so never at once). */

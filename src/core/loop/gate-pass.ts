@@ -4,13 +4,20 @@
  * their result makes. Its own file because a pass can take minutes and must stop at once on a
  * cancel, which needs its own state (the abort of the check running now).
  */
-import type { CheckExecutor } from '../checks';
-import { runGate } from './loop-gate';
+import { allowsVerificationChanges, detectVerificationChanges, type CheckExecutor, type VerificationChange } from '../checks';
+import type { DeliveredWork } from '../workspace/delivered-work';
+import { recordGateFinding, recordVerificationChanges, runGate } from './loop-gate';
+import { recordAgentGitChanges } from './agent-git-findings';
 import { readExtras } from './loop-extras';
 import type { LoopFindings } from './loop-findings';
 import type { PhaseWrites } from './phase-writes';
 import type { SupervisorContext } from './supervisor-deps';
 import { nextTransition, type LoopEvent, type Transition } from './transitions';
+
+/** The gate's own finding while the loop's work cannot be committed. */
+const UNDELIVERABLE_FINGERPRINT = 'gate:undeliverable';
+/** The manifests whose scripts and targets a check may run (verification-changes.ts). */
+const MANIFESTS = ['package.json', 'GNUmakefile', 'makefile', 'Makefile'];
 
 export class GatePass {
   /** Stops the verification check running now (a cancel must not wait for a 10-minute test run). */
@@ -21,6 +28,20 @@ export class GatePass {
     private readonly writes: PhaseWrites,
     private readonly findings: LoopFindings,
   ) {}
+
+  /** What the delivered tree changed, since the loop's base, of what the loop's checks run; nothing when the plan allows it. */
+  private async verificationChanges(worktreeDir: string, base: string, tree: string, extras: ReturnType<typeof readExtras>): Promise<VerificationChange[]> {
+    const checks = extras.checks ?? [];
+    if (checks.length === 0 || allowsVerificationChanges(extras.verification)) return [];
+    const worktrees = this.ctx.deps.worktrees;
+    const changed = await worktrees.changedSince(worktreeDir, base, tree);
+    const texts = new Map<string, { base: string | null; now: string | null }>();
+    const commands = checks.map((c) => (c.kind === 'command' ? c.command : '')).join('\n');
+    // Only the manifests a check can invoke are read (two git processes each).
+    const manifests = MANIFESTS.filter((file) => (file === 'package.json' ? /\b(npm|yarn|pnpm|bun)\b/ : /\bg?make\b/).test(commands));
+    for (const file of manifests) texts.set(file, { base: await worktrees.textAt(worktreeDir, base, file), now: await worktrees.textAt(worktreeDir, tree, file) });
+    return detectVerificationChanges({ checks, changed, textAt: (file) => texts.get(file) ?? { base: null, now: null } });
+  }
 
   /** Stops the check running now, if any: its pass then gives the cancel's transition. */
   abort(): void {
@@ -41,28 +62,80 @@ export class GatePass {
       // Writes of the hand-over that led here go first (the gate's own writes follow them).
       this.writes.flush();
       this.writes.emitEvents();
-      let exec: CheckExecutor;
+      // The gate verifies what the loop delivers (issue 27): what its next commit holds, in
+      // place when the worktree is proven to hold nothing else, else in a clean checkout of it.
+      // Work git cannot commit (a tracked file replaced by a named pipe) fails the gate; its
+      // checks still run in the worktree, for what they say.
+      let delivered: DeliveredWork;
+      let undeliverable: string | null = null;
       try {
-        exec = await deps.checkExecutor(loop);
+        delivered = await deps.worktrees.deliveredWork(loop.worktreeDir!, ref.name, (changes) => recordAgentGitChanges({ repos: deps.repos, emit: deps.emit }, ref, changes));
       } catch (error) {
+        undeliverable = (error as Error).message;
+        delivered = { kind: 'in-place', tree: 'uncommitable' };
+      }
+      const gateFindingDeps = { db: deps.db, projectId: ref.projectId, loopName: ref.name };
+      recordGateFinding(gateFindingDeps, {
+        fingerprint: UNDELIVERABLE_FINGERPRINT,
+        file: '',
+        description:
+          undeliverable === null
+            ? null
+            : `The loop's work cannot be committed, so the gate cannot pass: ${undeliverable}\nMake every file of the work a regular file, folder or symbolic link that git can commit.`,
+      });
+      // The agent cannot weaken a check (issue 27): what the branch changed of what the checks run.
+      let verificationChanged: Array<{ file: string; what: string }> = [];
+      if (undeliverable === null && loop.baseCommit) {
+        try {
+          verificationChanged = recordVerificationChanges(gateFindingDeps, await this.verificationChanges(loop.worktreeDir!, loop.baseCommit, delivered.tree, extras));
+        } catch (error) {
+          if (delivered.kind === 'checkout') await delivered.dispose().catch(() => undefined);
+          throw error;
+        }
+      }
+      let run: { exec: CheckExecutor; release(): Promise<void> };
+      try {
+        run = delivered.kind === 'in-place' ? { exec: await deps.checkExecutor(loop), release: async () => undefined } : await deps.checkExecutorOver(loop, delivered.dir);
+      } catch (error) {
+        if (delivered.kind === 'checkout') await delivered.dispose().catch(() => undefined);
         deps.emit({ type: 'loop.notice', loop: ref, level: 'error', message: (error as Error).message });
         return { kind: 'terminate', event: 'sandbox_lost', to: extras.loopState, reason: { kind: 'worktree_failed', message: (error as Error).message }, effects: [] };
       }
-      const outcome = await runGate(
-        {
-          db: deps.db,
-          projectId: ref.projectId,
-          loopName: ref.name,
-          worktreeDir: loop.worktreeDir!,
-          extras,
-          exec,
-          signal: abort.signal,
-          onRun: (run) => deps.emit({ type: 'loop.check', loop: ref, run }),
-        },
-        request,
-      );
+      const tree = delivered.tree.slice(0, 12);
+      if (delivered.kind === 'checkout') {
+        deps.emit({ type: 'loop.notice', loop: ref, level: 'info', message: `the checks run on a clean checkout of the work the loop commits (tree ${tree}): ${delivered.why}` });
+      }
+      let outcome: Awaited<ReturnType<typeof runGate>>;
+      try {
+        outcome = await runGate(
+          {
+            db: deps.db,
+            projectId: ref.projectId,
+            loopName: ref.name,
+            worktreeDir: delivered.kind === 'checkout' ? delivered.dir : loop.worktreeDir!,
+            ranOn:
+              undeliverable !== null
+                ? 'in the worktree (its work cannot be committed)'
+                : delivered.kind === 'checkout'
+                  ? `on the committed work (a clean checkout of tree ${tree}; ${delivered.why})`
+                  : `on the committed work (the worktree, which holds nothing else; tree ${tree})`,
+            extras,
+            exec: run.exec,
+            signal: abort.signal,
+            onRun: (r) => deps.emit({ type: 'loop.check', loop: ref, run: r }),
+          },
+          request,
+        );
+      } finally {
+        await run.release().catch((e) => deps.log.warn(`[loop ${ref.name}] releasing the gate's sandbox: ${String(e)}`));
+        if (delivered.kind === 'checkout') await delivered.dispose().catch((e) => deps.log.warn(`[loop ${ref.name}] removing the gate's checkout: ${String(e)}`));
+      }
       this.findings.reportChanges();
-      const event: LoopEvent = outcome.kind === 'cancelled' || abort.signal.aborted ? { type: 'cancel' } : outcome.event;
+      let event: LoopEvent = outcome.kind === 'cancelled' || abort.signal.aborted ? { type: 'cancel' } : outcome.event;
+      if (event.type === 'checks_passed' && undeliverable !== null) event = { type: 'checks_failed', gate: request.gate, failed: `the work cannot be committed (${undeliverable})` };
+      if (event.type === 'checks_passed' && verificationChanged.length > 0) {
+        event = { type: 'checks_failed', gate: request.gate, failed: `verification changed: ${verificationChanged.map((c) => c.what).join('; ')}` };
+      }
       const now = readExtras(this.ctx.loop());
       return nextTransition(now.loopState, event, now.limits);
     } finally {

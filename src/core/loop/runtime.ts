@@ -57,6 +57,7 @@ import { initialState, roleOfPhase, terminationStatusFor } from './state';
 import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, formatMoney, formatTokens, hasBudget, spendFromTotals, type LoopBudget } from './budget';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
+import type { ScratchCheckRun } from './supervisor-deps';
 import { iterationCap, reopenState, restartState } from './transitions';
 import { LoopJobRegistry } from '../jobs/job-registry';
 import type { LiveFeedSink } from '../live/live-feed';
@@ -98,6 +99,8 @@ export interface PreparedAgentShell {
 export interface LoopRuntimeDeps {
   db: SqlExecutor & { transaction<T>(fn: (tx: SqlExecutor) => T): T };
   worktrees: WorktreeService;
+  /** Runs the gate's checks of a clean checkout of a sandboxed loop's work in a sandbox of their own over it (issue 27). */
+  gateCheckExecutor?: (loop: LoopRow, dir: string) => Promise<ScratchCheckRun>;
   settings: () => ForgeSettings;
   log: EngineLog;
   /** Forge's MCP tool server for a project (the host starts it lazily, one per project). */
@@ -196,6 +199,11 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
           if (!loop.sandbox) return hostCheckExecutor();
           if (!deps.sandbox) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but no sandbox driver is configured in this Forge, so its checks cannot run.');
           return deps.sandbox.checkExecutor(loop);
+        },
+        checkExecutorOver: async (loop, dir) => {
+          if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
+          if (!deps.gateCheckExecutor) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but this Forge has no sandbox for checks of a clean checkout, so its checks cannot run.');
+          return deps.gateCheckExecutor(loop, dir);
         },
         onDisposed: (r) => supervisors.delete(key(r)),
         ...(deps.onTiming ? { onTiming: deps.onTiming } : {}),

@@ -37,6 +37,8 @@ export interface SupervisorDeps {
   checkSandbox: (loop: LoopRow) => Promise<void>;
   /** Where the loop's verification checks run: in its sandbox when it has one, else on the host. */
   checkExecutor: (loop: LoopRow) => Promise<CheckExecutor>;
+  /** Where checks of a clean checkout in `dir` run: a sandbox of its own over `dir` (the loop's settings), or the host for an unconfined loop. */
+  checkExecutorOver: (loop: LoopRow, dir: string) => Promise<ScratchCheckRun>;
   onDisposed: (ref: LoopRef) => void;
   /** Benchmark hook (see LoopTimingMark); unset in normal use. */
   onTiming?: (mark: LoopTimingMark) => void;
@@ -71,4 +73,13 @@ export interface SupervisorContext {
   readonly deps: SupervisorDeps;
   /** The loop's row as stored now (throws when it vanished). */
   loop(): LoopRow;
+}
+
+/** An executor for checks of a folder other than the worktree, held from before the first check to after the last. */
+export interface ScratchCheckRun {
+  exec: CheckExecutor;
+  /** Where the checks run (`in a bwrap sandbox of their own`, `on the host`). */
+  where: string;
+  /** Stops and removes what was started for these checks; called once, also after a failure. */
+  release(): Promise<void>;
 }

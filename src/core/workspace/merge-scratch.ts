@@ -13,6 +13,8 @@ import type { GitRunner } from './git-runner';
 import { ownerState, removeOwnerRecord, writeOwnerRecord } from '../process/owner-records';
 
 export const MERGE_SCRATCH_PREFIX = '.merge-';
+/** The gate's clean checkouts of a loop's delivered work (delivered-work.ts): owned and swept alike. */
+export const GATE_SCRATCH_PREFIX = '.gate-';
 /** Owner records live beside the worktrees root (`<dataDir>/owners/…`), never inside it: that folder holds worktrees only. */
 const ownersDir = (root: string) => path.join(path.dirname(root), 'owners', 'merge-worktrees');
 const ownerFile = (root: string, scratch: string) => path.join(ownersDir(root), `${path.basename(scratch)}.json`);
@@ -28,11 +30,15 @@ export function releaseMergeScratch(root: string, scratch: string): Promise<void
 }
 
 function isScratchName(name: string): boolean {
-  return name.startsWith(MERGE_SCRATCH_PREFIX);
+  return name.startsWith(MERGE_SCRATCH_PREFIX) || name.startsWith(GATE_SCRATCH_PREFIX);
+}
+
+function scratchKind(dir: string): string {
+  return path.basename(dir).startsWith(GATE_SCRATCH_PREFIX) ? 'gate checkout' : 'merge worktree';
 }
 
 /**
- * Removes the merge worktrees under `root` whose owner is not alive: registered ones in each
+ * Removes the merge worktrees (and the gate's checkouts) under `root` whose owner is not alive: registered ones in each
  * of `repoDirs` (`git worktree remove --force`, or their administrative folder when the
  * folder is gone already), then unregistered folders. Returns what it removed, one line each.
  */
@@ -48,7 +54,7 @@ export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: 
       if (r.exitCode !== 0 && !(await removeAdminFolder(git, repoDir, entry.path))) continue;
       await fs.rm(entry.path, { recursive: true, force: true });
       await releaseMergeScratch(root, entry.path);
-      removed.push(`merge worktree ${entry.path} (registered in ${repoDir})`);
+      removed.push(`${scratchKind(entry.path)} ${entry.path} (registered in ${repoDir})`);
     }
   }
   const entries = await fs.readdir(root, { withFileTypes: true }).catch(() => []);
@@ -59,7 +65,7 @@ export async function sweepMergeScratch(git: GitRunner, root: string, repoDirs: 
     const unregistered = await unregisterThroughGitFile(dir);
     await fs.rm(dir, { recursive: true, force: true });
     await releaseMergeScratch(root, dir);
-    removed.push(unregistered ? `merge worktree ${dir} (registered in ${unregistered})` : `merge worktree folder ${dir}`);
+    removed.push(unregistered ? `${scratchKind(dir)} ${dir} (registered in ${unregistered})` : `${scratchKind(dir)} folder ${dir}`);
   }
   // Records whose worktree is gone and whose owner is dead.
   for (const f of await fs.readdir(ownersDir(root)).catch(() => [] as string[])) {

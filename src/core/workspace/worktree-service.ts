@@ -7,6 +7,7 @@
 import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDataDir } from './data-dir';
+import { createDeliveredWork } from './delivered-work';
 import { createGitRunner, type GitRunner } from './git-runner';
 import { createWorktreeGitDirs, removeNestedRepository, type WorktreeIntegrityProblem } from './worktree-git-dirs';
 import { sweepMergeScratch } from './merge-scratch';
@@ -595,6 +596,23 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     return result.exitCode === 0 ? result.stdout : null;
   }
 
+  /** What the loop's next commit would hold, for the verification gate (delivered-work.ts). */
+  const { deliveredWork, changedSince, textAt } = createDeliveredWork({
+    git,
+    worktreesRoot,
+    stage: async (dir, onAgentGitChanges) => {
+      const worktreeDir = await assertLoopFolder(dir);
+      const changes = await gitDirs.restoreGitFile(worktreeDir);
+      try {
+        await addWithoutEmbeddedRepositories(worktreeDir, await ownWorkPathspec(worktreeDir), changes);
+      } finally {
+        for (const p of changes) log.warn(`workspace: ${worktreeDir}: ${p.detail}`);
+        if (changes.length > 0) onAgentGitChanges?.(changes);
+      }
+    },
+    identityConfig: identityConfigOf,
+  });
+
   return {
     dataDir,
     /** Start-up cleanup: merge worktrees of dead processes, registered in `repoDirs` or not (merge-scratch.ts). */
@@ -604,6 +622,9 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
       return root ? sweepMergeScratch(git, root, repoDirs) : [];
     },
     worktreeDirFor,
+    deliveredWork,
+    changedSince,
+    textAt,
     inspectRepository: (repoPath: string, inspect?: InspectRepositoryOptions) => inspectRepository(git, repoPath, inspect),
     createWorktree,
     ensureWorktree,

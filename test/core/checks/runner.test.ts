@@ -1,5 +1,7 @@
 import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -290,6 +292,35 @@ describe('checks: file assertions', () => {
     assert.equal(result.status, 'timed-out');
     assert.equal(result.message, '/^(a+)+$/ did not finish on a.txt within 300 ms (the expression backtracks too much): simplify it');
     assert.ok(Date.now() - started < 3_000);
+  });
+
+  it('reads only regular files: a named pipe, a link to one and a socket fail at once with a clear message (issue 27)', async () => {
+    assert.equal(spawnSync('mkfifo', [join(worktree, 'pipe.txt')]).status, 0);
+    await symlink('pipe.txt', join(worktree, 'pipe-link'));
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(join(worktree, 'sock'), resolve));
+    try {
+      const cases: Array<[string, string]> = [
+        ['- contains: pipe.txt: x', 'pipe.txt is a named pipe (FIFO), not a regular file; Forge reads only regular files for "contains": the check needs pipe.txt to be a file of the repository'],
+        ['- matches: pipe-link: /x/', 'pipe-link is a named pipe (FIFO), not a regular file; Forge reads only regular files for "matches": the check needs pipe-link to be a file of the repository'],
+        ['- contains: sock: x', 'sock is a socket, not a regular file; Forge reads only regular files for "contains": the check needs sock to be a file of the repository'],
+      ];
+      for (const [line, message] of cases) {
+        const result = await runCheck(check(line), { cwd: worktree, timeoutMs: 60_000 });
+        assert.deepEqual([result.status, result.message], ['failed', message]);
+      }
+      // Existing is not reading: a pipe exists.
+      assert.equal((await runCheck(check('- exists: pipe.txt'), { cwd: worktree })).status, 'passed');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('runs no file assertion once the loop is cancelled', async () => {
+    const abort = new AbortController();
+    abort.abort();
+    const result = await runCheck(check('- contains: README.md: Usage'), { cwd: worktree, signal: abort.signal });
+    assert.equal(result.status, 'cancelled');
   });
 
   it('says a worktree that does not exist', async () => {

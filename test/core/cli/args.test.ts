@@ -74,6 +74,10 @@ describe('forge CLI arguments', () => {
   it('status, findings, cancel, restart', () => {
     assert.deepEqual(parseCli(['status'], '/c'), { command: 'status', name: null, repo: '/c', dataDir: null, json: false });
     assert.equal((parseCli(['findings', 'l1'], '/c') as { name: string }).name, 'l1');
+    assert.equal((parseCli(['findings', 'l1'], '/c') as { accept: number | null }).accept, null);
+    assert.equal((parseCli(['findings', 'l1', '--accept', '7'], '/c') as { accept: number | null }).accept, 7);
+    assert.throws(() => parseCli(['findings', 'l1', '--accept', 'x'], '/c'), /--accept takes a finding's number/);
+    assert.throws(() => parseCli(['status', '--accept', '1'], '/c'), /--accept applies to forge findings only/);
     assert.equal((parseCli(['restart', 'l1', '--force'], '/c') as { force: boolean }).force, true);
     assert.equal((parseCli(['restart', 'l1', '--follow'], '/c') as { follow: boolean }).follow, true);
     assert.equal((parseCli(['goal', 'x', '--follow'], '/c') as { follow: boolean }).follow, true);

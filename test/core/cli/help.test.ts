@@ -35,6 +35,7 @@ const SAMPLE: Readonly<Record<string, string>> = {
   'max-concurrent': '2',
   'splitter-model': 'a/b',
   into: 'main',
+  accept: '3',
 };
 
 const parse = (argv: string[]): CliCommand => parseCli(argv, '/cwd');

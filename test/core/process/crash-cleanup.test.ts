@@ -67,17 +67,21 @@ describe('crash clean-up: merge worktrees (real git)', () => {
     const mine = path.join(root, '.merge-a-live');
     const dead = path.join(root, '.merge-b-dead');
     const gone = path.join(root, '.merge-c-gone');
+    // The gate's clean checkout of a killed process's loop (delivered-work.ts) is swept alike.
+    const gate = path.join(root, '.gate-e-dead');
     await claimMergeScratch(root, mine);
     deadOwner(path.join(owners, '.merge-b-dead.json'));
     deadOwner(path.join(owners, '.merge-c-gone.json'));
-    for (const d of [mine, dead, gone]) await repo.git('worktree', 'add', '--detach', d, 'HEAD');
+    deadOwner(path.join(owners, '.gate-e-dead.json'));
+    for (const d of [mine, dead, gone, gate]) await repo.git('worktree', 'add', '--detach', d, 'HEAD');
     await rm(gone, { recursive: true, force: true });
 
     const removed = await sweepMergeScratch(git, root, [repo.dir]);
-    assert.deepEqual(removed.sort(), [`merge worktree ${dead} (registered in ${repo.dir})`, `merge worktree ${gone} (registered in ${repo.dir})`]);
+    assert.deepEqual(removed.sort(), [`gate checkout ${gate} (registered in ${repo.dir})`, `merge worktree ${dead} (registered in ${repo.dir})`, `merge worktree ${gone} (registered in ${repo.dir})`]);
     const list = await repo.git('worktree', 'list', '--porcelain');
     assert.match(list, /\.merge-a-live/);
-    assert.doesNotMatch(list, /\.merge-b-dead|\.merge-c-gone/);
+    assert.doesNotMatch(list, /\.merge-b-dead|\.merge-c-gone|\.gate-e-dead/);
+    assert.equal(existsSync(gate), false);
     assert.equal(existsSync(dead), false);
     assert.equal(existsSync(mine), true);
     assert.equal(existsSync(path.join(owners, '.merge-b-dead.json')), false);
