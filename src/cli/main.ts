@@ -108,7 +108,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   const debug = process.env.FORGE_LOG === 'debug';
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
-  const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
+  const [{ createForgeEngine }, { startEmbeddedModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
   return createForgeEngine({
     dataDir,
     settings: () => settings,
@@ -121,7 +121,6 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     assetsDir,
     env: process.env,
     embeddedModel: startEmbeddedModel,
-    userHasDefaultModel: () => userHasDefaultModel(process.env),
     hostKind: 'cli',
     // Commands that only read must leave the data folder as they found it, damaged files included.
     readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),

@@ -43,7 +43,7 @@ export interface FeatureGroupServiceDeps extends ReadOnlyTurnDeps {
   runtime: LoopRuntime;
   settings(): ForgeSettings;
   /** The splitter's model: the requested one, else the configured one, else the embedded model; null: opencode's default. */
-  resolveSplitterModel(requested: string | null): Promise<string | null>;
+  resolveSplitterModel(requested: string | null, repoPath: string): Promise<string | null>;
   /** The merge queue's git: the integration branch `forge/group/<id>` and the merges into it (absent: no merge queue). */
   worktrees?: MergeQueueDeps['worktrees'];
   /** Where the merge queue runs the merged tree's checks: the loops' confinement (the engine's sandbox port). */
@@ -279,7 +279,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
     } else {
       id = defaultGroupId(request.prdText, request.prdSource, taken);
     }
-    const model = await deps.resolveSplitterModel(request.model ?? null);
+    const model = await deps.resolveSplitterModel(request.model ?? null, request.repoPath);
     const splitId = randomBytes(4).toString('hex');
     const entry = { groupId: id, last: null as SplitAttempt | null };
     splits.set(splitId, entry);

@@ -99,7 +99,7 @@ export interface LoopRuntimeDeps {
   /** Set over everything (tests isolate HOME/XDG here). */
   opencodeExtraEnv?: Record<string, string>;
   /** Models used when neither the request nor the settings name one (the embedded model). */
-  defaultModels?: () => Promise<{ model: string | null; auditorModel: string | null; notice: string | null }>;
+  defaultModels?: (repoPath: string) => Promise<{ model: string | null; auditorModel: string | null; notice: string | null }>;
   /**
    * Brings up what a loop's models need before its opencode server starts: the embedded model,
    * when a loop started on it is restarted (in this process or another one).
@@ -254,7 +254,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
     const [projectLookup, defaultsLookup, driverLookup] = await Promise.allSettled([
       projectOf(request.repoPath, { workingTreeChanges: true }),
-      deps.defaultModels ? deps.defaultModels() : Promise.resolve({ model: null, auditorModel: null, notice: null }),
+      deps.defaultModels ? deps.defaultModels(request.repoPath) : Promise.resolve({ model: null, auditorModel: null, notice: null }),
       confinementWanted === 'off'
         ? Promise.resolve({ driver: null, reason: null })
         : deps.sandbox

@@ -119,6 +119,8 @@ export interface ProviderCatalog {
   providers: ProviderInfo[];
   /** Default model id per provider id, as opencode reports it. */
   defaults: Record<string, string>;
+  /** opencode's own default model (its resolved configuration's `model`), when the catalog was read with it. */
+  configuredModel?: string | null;
 }
 
 export interface PermissionRequest {

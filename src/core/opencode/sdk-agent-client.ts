@@ -305,7 +305,10 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       return data.map((c) => c.id);
     },
     async providers(): Promise<ProviderCatalog> {
-      const data = unwrap(await (await sdk()).config.providers({}), 'list providers') as {
+      const client = await sdk();
+      const [listed, config] = await Promise.all([client.config.providers({}), client.config.get({})]);
+      const resolved = unwrap(config, 'read the configuration') as { model?: unknown };
+      const data = unwrap(listed, 'list providers') as {
         providers: Array<{ id: string; name: string; models: Record<string, Record<string, unknown>> }>;
         default: Record<string, string>;
       };
@@ -330,6 +333,7 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
           }),
         })),
         defaults: data.default ?? {},
+        configuredModel: typeof resolved.model === 'string' && resolved.model.trim() ? resolved.model.trim() : null,
       };
     },
     async agents() {
