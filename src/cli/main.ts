@@ -26,6 +26,7 @@ import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { GroupError } from '../core/groups/group-types';
 import { readInputFile } from './read-input';
+import { namedLoopModels } from '../core/opencode/model-check';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -197,6 +198,12 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   } else {
     size = { kind: 'goal' as const, chars: cmd.goal.length, sections: 0 };
   }
+  // The same model check as a start: every model named, against opencode's catalog.
+  const named = namedLoopModels(cmd, { model: settings['forge.model'], auditorModel: settings['forge.auditorModel'], auditorFallbackModels: settings['forge.auditorFallbackModels'] });
+  const fromEnv = !cmd.model && !settings['forge.model'] ? process.env.FORGE_MODEL : undefined;
+  if (fromEnv) named.push({ role: 'coding model (FORGE_MODEL)', model: fromEnv });
+  const modelProblem = await engine.checkModels(cmd.repo, named);
+  if (modelProblem) throw new UsageError(modelProblem);
   const estimate = await engine.estimateCost({ repoPath: cmd.repo, size, model: cmd.model, auditorModel: cmd.auditorModel });
   const orNull = (n: number) => (n > 0 ? n : null);
   const budget: LoopBudget = {

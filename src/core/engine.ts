@@ -22,6 +22,7 @@ import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
 import { prepareProbeDir } from './opencode/config-probe';
+import { unknownModelsProblem, type NamedModel } from './opencode/model-check';
 import { createSharedOpencodePool, type SharedServerInfo } from './opencode/shared-opencode';
 import { buildImage } from './sandbox';
 import { createEngineSandboxes } from './engine-sandboxes';
@@ -33,7 +34,7 @@ import { PlanDraftError } from './plan-draft/architect-prompt';
 import type { PermissionRule } from './opencode/agent-client';
 import { createLiveFeed, type LiveFeed } from './live/live-feed';
 import { createFeatureGroupService, type FeatureGroupServiceHandle } from './groups/feature-group-service';
-import type { FeatureGroupService } from './groups/group-types';
+import { GroupError, type FeatureGroupService } from './groups/group-types';
 
 export type { EngineLog };
 
@@ -105,6 +106,8 @@ export interface ForgeEngine {
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
+  /** The named models opencode's catalog for `repoPath` lacks (one line each, with a did-you-mean), or null. */
+  checkModels(repoPath: string, named: NamedModel[]): Promise<string | null>;
   /**
    * What a loop of this size would cost on these models (null: the configured default), from
    * opencode's catalog prices: an estimate, shown before launch. Starts no loop, writes nothing.
@@ -182,11 +185,11 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
     defaultModels: async (repoPath) => {
       const fromEnv = baseEnv().FORGE_MODEL;
-      if (fromEnv) return { model: fromEnv, auditorModel: null, notice: null };
+      if (fromEnv) return { model: fromEnv, auditorModel: null, notice: null, source: 'FORGE_MODEL' };
       // opencode's own default (user, project or inline configuration), named explicitly so the
       // loop's attempts and `forge status` say which model ran.
       const configured = await configuredModel(repoPath);
-      if (configured) return { model: configured, auditorModel: null, notice: null };
+      if (configured) return { model: configured, auditorModel: null, notice: null, source: 'your opencode configuration' };
       if (!options.embeddedModel) return { model: null, auditorModel: null, notice: null };
       const e = await (embedded ??= options.embeddedModel());
       embeddedConfig = e.config;
@@ -198,6 +201,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     },
     sandbox: sandboxPort,
     sharedOpencode,
+    checkModels: modelProblem,
   });
 
   /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
@@ -223,6 +227,8 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     // plans that spell out their files, so it is never chosen for drafting.
     async resolveModel(requested, repoPath) {
       const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || (await configuredModel(repoPath)) || null;
+      const problem = model ? await modelProblem(repoPath, [{ role: 'architect model', model }]) : null;
+      if (problem) throw new PlanDraftError('bad_request', problem);
       if (model) return model;
       if (options.embeddedModel) {
         throw new PlanDraftError(
@@ -246,6 +252,8 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.
     async resolveSplitterModel(requested, repoPath) {
       const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || (await configuredModel(repoPath)) || null;
+      const problem = model ? await modelProblem(repoPath, [{ role: 'splitter model', model }]) : null;
+      if (problem) throw new GroupError(problem, 'bad_model');
       if (model) return model;
       if (!options.embeddedModel) return null;
       const e = await (embedded ??= options.embeddedModel());
@@ -272,6 +280,23 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     probes.set(key, { at: now, catalog });
     catalog.catch(() => probes.delete(key));
     return catalog;
+  }
+  /**
+   * The named models opencode does not know (with a did-you-mean), or null. The embedded model is
+   * Forge's own; when opencode cannot be asked, the check is skipped with a warning (the loop's
+   * own opencode then says what is wrong).
+   */
+  async function modelProblem(repoPath: string, named: NamedModel[]): Promise<string | null> {
+    const checked = named.filter((n) => !n.model.startsWith(`${EMBEDDED_PROVIDER_ID}/`));
+    if (checked.length === 0) return null;
+    let catalog: ProviderCatalog;
+    try {
+      catalog = await catalogOf(repoPath);
+    } catch (error) {
+      log.warn(`could not check the models against opencode's catalog: ${String(error)}`);
+      return null;
+    }
+    return unknownModelsProblem(checked, catalog);
   }
   /** opencode's own default model for `repoPath`, or null (none, or opencode could not be asked). */
   async function configuredModel(repoPath: string): Promise<string | null> {
@@ -342,6 +367,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    checkModels: modelProblem,
     providers(repoPath) {
       // opencode writes into its working folder ($schema, .opencode/.gitignore): list models
       // from a folder of Forge's own (with the project's configuration copied), never from the

@@ -169,6 +169,8 @@ export class GroupError extends Error {
       | 'bad_plan'
       // Added by the implementation: a bad budget figure, opencode failing the splitter, the splitter interrupted.
       | 'bad_budget'
+      // A splitter model opencode does not know.
+      | 'bad_model'
       | 'opencode'
       | 'interrupted',
   ) {

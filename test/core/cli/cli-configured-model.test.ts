@@ -5,6 +5,7 @@
  * Real CLI, opencode and git; only the model is scripted.
  */
 import { strict as assert } from 'node:assert';
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { useCliLoopWorld } from '../../support/cli-loop-world';
@@ -55,5 +56,37 @@ describe('forge uses the model of opencode\'s resolved configuration (real CLI, 
     await writeFile(prd, '# Greetings\n\n## Feature hello: Hello\nWrite hello.txt.\n');
     const group = await w.runner.run(['group', prd], { timeoutMs: 280_000 });
     assert.ok(w.model.agentRequests.some((q) => forgeAgentOf(q) === 'forge-splitter'), `the splitter ran on the configured model, not the embedded one\n${group.stdout}\n${group.stderr}`);
+  });
+
+  it('an unknown model is refused before anything is created, with a did-you-mean: run, dry run, fallback setting, restart (issue 28 item 4)', async () => {
+    await writeFile(w.env.userConfigPath, JSON.stringify({ model: MOCK_MODEL, autoupdate: false, share: 'disabled', provider: mockProviderConfig(w.model.baseURL) }));
+    const requestsBefore = w.model.agentRequests.length;
+    const plan = join(w.work, 'plan-unknown.md');
+    await writeFile(plan, '# Unknown model\n\nLoop Name: unknown-model\n\n## Write hello.txt\nWrite hello.txt.\n\n## Verification\n- exists: hello.txt\n');
+    const branches = async () => (await w.repo.git('branch', '--list', 'forge/*')).trim();
+    const branchesBefore = await branches();
+
+    const run = await w.runner.run(['run', plan, '--no-sandbox', '--model', 'mock/fake-2']);
+    assert.equal(run.code, 2, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stderr, /The coding model \(--model\) "mock\/fake-2" is not a model opencode knows; did you mean "mock\/fake-1"\?/);
+    assert.equal(existsSync(join(w.work, 'data', 'worktrees', 'unknown-model')), false, 'no worktree');
+    assert.equal(await branches(), branchesBefore, 'no branch');
+
+    const dry = await w.runner.run(['run', plan, '--dry-run', '--auditor-model', 'nosuch/model']);
+    assert.equal(dry.code, 2, `${dry.stdout}\n${dry.stderr}`);
+    assert.match(dry.stderr, /The audit model \(--auditor-model\) "nosuch\/model" is not a model opencode knows; the providers are .*mock/);
+
+    const fallback = await w.runner.run(['run', plan, '--no-sandbox'], { settings: { 'forge.auditorFallbackModels': ['mock/fake1'] } });
+    assert.equal(fallback.code, 2, `${fallback.stdout}\n${fallback.stderr}`);
+    assert.match(fallback.stderr, /auditor fallback model \(setting forge.auditorFallbackModels\) "mock\/fake1".*did you mean "mock\/fake-1"/);
+
+    // The first test's loop (completed): the model is checked before anything else of the restart.
+    const restart = await w.runner.run(['restart', 'oneline', '--model', 'nonexistent/x']);
+    assert.equal(restart.code, 2, `${restart.stdout}\n${restart.stderr}`);
+    assert.match(restart.stderr, /"nonexistent\/x" is not a model opencode knows/);
+
+    const status = await w.runner.run(['status', '--json']);
+    assert.doesNotMatch(status.stdout, /unknown-model/, 'no loop row');
+    assert.equal(w.model.agentRequests.length, requestsBefore, 'no session was prompted');
   });
 });
