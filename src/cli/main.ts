@@ -22,7 +22,6 @@ import { EXIT, parseCli, USAGE, UsageError, type CliCommand } from './args';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
-import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { GroupError } from '../core/groups/group-types';
 import { readInputFile } from './read-input';
@@ -188,13 +187,12 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   let size;
   if (cmd.command === 'run') {
     const text = await readPlan(cmd.planPath);
-    try {
-      const plan = parsePlan(text, cmd.planPath);
-      size = { kind: 'plan' as const, chars: plan.text.length, sections: plan.sections.length };
-    } catch (error) {
-      if (error instanceof PlanError) throw new UsageError(error.message);
-      throw error;
-    }
+    // The same validation as `forge check` and a real start: warnings printed, errors refuse.
+    const { problems, plan } = validatePlanInRepository(text, cmd.planPath, cmd.repo);
+    for (const p of problems) err(`forge: ${formatPlanProblem(cmd.planPath, p)}`);
+    const { errors } = planProblemCounts(problems);
+    if (errors > 0 || !plan) throw new UsageError(`${cmd.planPath} has ${errors === 1 ? 'an error' : `${errors} errors`} (above); fix ${errors === 1 ? 'it' : 'them'} and run again.`);
+    size = { kind: 'plan' as const, chars: plan.text.length, sections: plan.sections.length };
   } else {
     size = { kind: 'goal' as const, chars: cmd.goal.length, sections: 0 };
   }

@@ -281,6 +281,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
     const notices = [...nameNotices, ...(plan?.notices ?? []), ...checks.notes];
+    if (checks.checks.length === 0) notices.push(NO_CHECK_NOTICE);
     // The worktree starts from HEAD: say so when the user's own working tree holds more.
     const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
     if (uncommitted) notices.push(uncommitted);
@@ -582,6 +583,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
 export type { MergeMode };
 
 const MODEL_REF = /^[^/\s]+\/\S+$/;
+
+/** Said at the start of a loop with no check of Forge's own (issue 28): what it completes on. */
+export const NO_CHECK_NOTICE =
+  'No check: Forge runs no check of its own for this loop, so it completes when the auditor finds nothing. A plan names checks in its "## Verification" part ("- `npm test`", "- exists: FILE"), a goal with --check, --exists, --contains or --matches.';
 
 /**
  * A new loop's budget: the request's fields over the `forge.budget.*` settings (0 there: none).
