@@ -16,7 +16,7 @@ import type { ForgeEngine } from '../core/engine';
 import { LoopRuntimeError } from '../core/loop/runtime-types';
 import { runLoop } from './run-loop';
 import { ForgeDatabaseError } from '../core/storage/errors';
-import { resolveDataDir } from '../core/workspace/data-dir';
+import { ensureDataDir, resolveDataDir } from '../core/workspace/data-dir';
 import { WorkspaceError } from '../core/workspace/workspace-error';
 import { EXIT, parseCli, USAGE, UsageError, type CliCommand } from './args';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
@@ -257,6 +257,8 @@ async function main(argv: string[]): Promise<number> {
   try {
     const settings = cliSettings(cmd);
     if ((cmd.command === 'run' || cmd.command === 'goal' || cmd.command === 'restart') && !(cmd.command !== 'restart' && cmd.dryRun)) {
+      // An unusable data folder (a file, read-only) is one clear line before anything else.
+      await ensureDataDir(dataDirOf(cmd));
       // Opened only when needed: a loop handed to the data folder's engine never needs it.
       let opening: Promise<ForgeEngine> | undefined;
       const open = () =>
