@@ -111,7 +111,8 @@ export function budgetWarning(budget: LoopBudget | null | undefined, spend: Budg
   if (!fullest || fullest.fraction < BUDGET_WARN_FRACTION - EPSILON) return null;
   return {
     use: fullest,
-    message: `${Math.floor(Math.min(fullest.fraction + EPSILON, 1) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). At 100 % the loop pauses at its next hand-over.`,
+    // The figure as it is (one session can go past 100 % before the hand-over that pauses).
+    message: `${Math.floor((fullest.fraction + EPSILON) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). ${fullest.fraction >= 1 - EPSILON ? 'The loop pauses at its next hand-over.' : 'At 100 % the loop pauses at its next hand-over.'}`,
   };
 }
 

@@ -9,6 +9,7 @@ import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './bud
 import { readExtras } from './loop-extras';
 import { roleOfPhase, type LoopState } from './state';
 import type { CurrentSession, SupervisorContext } from './supervisor-deps';
+import type { UsageFigures } from './runtime-types';
 
 export class LoopSpend {
   constructor(private readonly ctx: SupervisorContext) {}
@@ -36,7 +37,18 @@ export class LoopSpend {
           );
         }
       });
-      deps.emit({ type: 'loop.usage', loop: ref });
+      const sum = (k: 'input' | 'output' | 'reasoning' | 'cacheRead' | 'cacheWrite') => usage.reduce((n, u) => n + u.usage[k], 0);
+      const sessionFigures: UsageFigures = {
+        inputTokens: sum('input'),
+        outputTokens: sum('output'),
+        reasoningTokens: sum('reasoning'),
+        cacheReadTokens: sum('cacheRead'),
+        cacheWriteTokens: sum('cacheWrite'),
+        cost: usage.reduce((n, u) => n + u.cost, 0),
+      };
+      const t = deps.repos.sessionUsage.totalsForLoop(ref.projectId, ref.name);
+      const total: UsageFigures = { inputTokens: t.inputTokens, outputTokens: t.outputTokens, reasoningTokens: t.reasoningTokens, cacheReadTokens: t.cacheReadTokens, cacheWriteTokens: t.cacheWriteTokens, cost: t.cost };
+      deps.emit({ type: 'loop.usage', loop: ref, sessionId: session.id, role: session.role, session: sessionFigures, total });
       this.warnOnBudget();
     } catch (error) {
       deps.log.warn(`[loop ${ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
