@@ -6,6 +6,7 @@
 import { strict as assert } from 'node:assert';
 import { formatEvent, formatLoopRows, type LoopListRow } from '../../../src/cli/format';
 import { budgetWarning } from '../../../src/core/loop/budget';
+import type { TerminationReason } from '../../../src/core/loop/state';
 
 const loop = { projectId: 'p', name: 'calc' };
 const figures = (cost: number) => ({ inputTokens: 10, outputTokens: 5, reasoningTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, cost });
@@ -17,7 +18,7 @@ describe('CLI event lines and status table (issue 28)', () => {
   });
 
   it('an end says its reason only when it differs from the status; a budget pause says "budget reached" once', () => {
-    const ended = (status: 'completed' | 'errored', reason: Parameters<typeof formatEvent>[0] & { type: 'loop.ended' }['reason']) =>
+    const ended = (status: 'completed' | 'errored', reason: TerminationReason) =>
       formatEvent({ type: 'loop.ended', loop, status, reason, iterations: 2, branch: null, worktreeDir: null, merge: null }, false);
     assert.equal(ended('completed', { kind: 'completed' }), '[calc] ended: completed after 2 iterations');
     assert.equal(ended('errored', { kind: 'stall_timeout' }), '[calc] ended: errored (stall_timeout) after 2 iterations');
