@@ -60,6 +60,27 @@ export class LoopSpend {
     return spendFromTotals(this.ctx.deps.repos.sessionUsage.totalsByRole(this.ctx.ref.projectId, this.ctx.ref.name));
   }
 
+  /**
+   * The cap inside a session (issue 28): the spend recorded so far plus what the running session
+   * used, as opencode's events reported it after each model step. The pause message when a limit
+   * that binds this session's role is spent, else null (also when the usage is not known).
+   */
+  pauseDuringSession(client: AgentClient | undefined, session: CurrentSession): string | null {
+    const extras = readExtras(this.ctx.loop());
+    if (!hasBudget(extras.budget) || !client?.usageSoFar) return null;
+    // A session that handed off already ends at its idle, where the hand-over pauses the loop.
+    if (this.ctx.deps.repos.handoffs.forSession(this.ctx.ref.projectId, this.ctx.ref.name, session.id)) return null;
+    const live = client.usageSoFar(session.id);
+    if (!live) return null;
+    const spend = this.spend();
+    for (const u of live) {
+      spend[session.role].cost += u.cost;
+      spend[session.role].tokens += u.usage.input + u.usage.output + u.usage.reasoning + u.usage.cacheRead + u.usage.cacheWrite;
+    }
+    const decision = budgetDecision(extras.budget, spend, session.role, true, true);
+    return decision.kind === 'pause' ? decision.message : null;
+  }
+
   /** Why the budget holds back the session of `to` (its message), or null when it may start. */
   budgetPause(to: LoopState): string | null {
     const extras = readExtras(this.ctx.loop());

@@ -290,6 +290,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     async usage(sessionId) {
       return ledgerUsage(sessionId) ?? usageByModel(await fetchMessages(sessionId));
     },
+    usageSoFar(sessionId) {
+      const ledger = ledgers.get(sessionId);
+      if (!ledger || !streamLive || ledger.epoch !== streamEpoch) return undefined;
+      return usageByModel([...ledger.messages.values()]);
+    },
     async deleteSession(sessionId) {
       watched.delete(sessionId);
       ledgers.delete(sessionId);
