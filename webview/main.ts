@@ -196,7 +196,13 @@ function checkBlock(check: CheckView): HTMLElement {
 }
 
 function renderChecks(detail: LoopDetail): HTMLElement | null {
-  if (detail.checks.length === 0) return null;
+  if (detail.checks.length === 0) {
+    // Said, not hidden (issue 28): such a loop completes on the auditor's word alone.
+    return section(
+      'Checks — none',
+      h('p', { class: 'no-checks' }, 'Forge runs no check of its own for this loop, so it completes when the auditor finds nothing. A plan names checks in its "## Verification" part (- `npm test`, - exists: FILE); a goal with --check, --exists, --contains or --matches.'),
+    );
+  }
   const passing = detail.checks.filter((c) => c.latestStatus === 'passed').length;
   return section(
     `Checks — ${passing}/${detail.checks.length} passing`,

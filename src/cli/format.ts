@@ -44,9 +44,11 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
     case 'loop.usage':
       return null;
     case 'loop.budget':
-      return `[${name}] budget ${e.level === 'paused' ? 'reached' : 'warning'}: ${e.message}`;
+      // A pause's message starts "budget reached: …" itself.
+      return e.level === 'paused' ? `[${name}] ${e.message}` : `[${name}] budget warning: ${e.message}`;
     case 'loop.ended': {
-      const lines = [`[${name}] ended: ${e.status} (${terminationReasonToString(e.reason)}) after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}`];
+      const reason = terminationReasonToString(e.reason);
+      const lines = [`[${name}] ended: ${e.status}${reason !== e.status ? ` (${reason})` : ''} after ${e.iterations} iteration${e.iterations === 1 ? '' : 's'}`];
       if (e.branch) lines.push(`[${name}] branch: ${e.branch}`);
       if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
       if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
@@ -66,6 +68,11 @@ export function formatCheckRun(run: CheckRunRow): string {
   const exit = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ? `signal ${run.signal}` : run.message;
   const where = run.gate === 'section' && run.sectionIndex !== null ? `, section ${run.sectionIndex + 1} gate` : ', final gate';
   return `check ${verdict} ${run.label} (${exit}, ${(run.durationMs / 1000).toFixed(1)} s${where}; iteration ${run.iteration})`;
+}
+
+/** A completed loop's last phase is history, not where it is: the table shows "done". */
+function shownPhase(status: string, phase: string): string {
+  return status === 'completed' ? 'done' : phase;
 }
 
 function money(n: number): string {
@@ -120,12 +127,29 @@ export function formatLoopList(engine: ForgeEngine, projectId: string, json: boo
   const rows = loops.map((l) => loopSummary(engine, l));
   if (json) return rows.map((r) => JSON.stringify(r)).join('\n');
   if (rows.length === 0) return 'No loops in this repository yet. Start one with: forge run PLAN.md';
+  return formatLoopRows(rows);
+}
+
+/** What a row of `forge status` shows of a loop. */
+export type LoopListRow = Pick<ReturnType<typeof loopSummary>, 'name' | 'status' | 'phase' | 'iteration' | 'sections' | 'openFindings' | 'cost' | 'reason' | 'supervised' | 'supervisor' | 'confinement'>;
+
+/** The table of `forge status`: aligned columns whatever the names' length. Pure. */
+export function formatLoopRows(rows: readonly LoopListRow[]): string {
+  // Columns as wide as the longest name (loop names run to 48 characters).
+  const nameWidth = Math.max(24, ...rows.map((r) => r.name.length));
   return rows
     .map((r) => {
       const sec = r.sections.total > 0 ? ` section ${Math.min(r.sections.done + 1, r.sections.total)}/${r.sections.total}` : '';
-      const end = r.status === 'running' ? (r.supervised ? `  supervised by ${formatSupervision(r.supervisor!)}` : ` (no live supervisor: restart with --force${r.supervisor ? `; the lease names ${formatSupervision(r.supervisor)}` : ''})`) : ` — ${r.reason}`;
+      const end =
+        r.status === 'running'
+          ? r.supervised
+            ? `  supervised by ${formatSupervision(r.supervisor!)}`
+            : ` (no live supervisor: restart with --force${r.supervisor ? `; the lease names ${formatSupervision(r.supervisor)}` : ''})`
+          : r.reason && r.reason !== r.status
+            ? ` — ${r.reason}`
+            : '';
       const confined = r.confinement.sandboxed ? '' : '  UNCONFINED';
-      return `${r.name.padEnd(24)} ${r.status.padEnd(9)} ${r.phase.padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${confined}${end}`;
+      return `${r.name.padEnd(nameWidth)} ${r.status.padEnd(9)} ${shownPhase(r.status, r.phase).padEnd(15)} it ${r.iteration}${sec}  bugs ${r.openFindings.bug} warnings ${r.openFindings.warning}  ${money(r.cost)}${confined}${end}`;
     })
     .join('\n');
 }
@@ -182,17 +206,17 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   }
   const checks = readExtras(loop).checks ?? [];
   const lines = [
-    `${s.name}: ${s.status} in ${s.phase}, iteration ${s.iteration}${s.reason ? ` (${s.reason})` : ''}`,
+    `${s.name}: ${s.status}${s.status === 'completed' ? '' : ` in ${s.phase}`}, iteration ${s.iteration}${s.reason && s.reason !== s.status ? ` (${s.reason})` : ''}`,
     `branch ${s.branch}   worktree ${s.worktree}`,
     ...(s.supervisor ? [`supervised by ${formatSupervision(s.supervisor)}`] : []),
     `confinement: ${describeConfinement(s.confinement)}${s.confinement.sandboxed ? '' : ` — ${s.confinement.detail}`}`,
     `sections ${s.sections.done}/${s.sections.total} done; open findings: ${s.openFindings.bug} bug, ${s.openFindings.warning} warning`,
-    `models: coding ${s.model ?? 'default'}${s.variant ? ` (variant ${s.variant})` : ''}, audit ${s.auditorModel ?? 'same as coding'}`,
+    `models: coding ${s.model ?? "opencode's default model"}${s.variant ? ` (variant ${s.variant})` : ''}, audit ${s.auditorModel ?? 'same as coding'}`,
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
     `budget: ${describeBudget(readExtras(loop).budget)}${s.budget ? ` — used ${s.budget.used.map((u) => `${u.limit} ${u.percent} %`).join(', ')}` : ''}`,
     ...(s.status === 'paused' ? [`paused: continue with forge restart ${s.name} --budget AMOUNT (higher than spent), or leave it.`] : []),
     'attempts:',
-    ...attempts.map((a) => `  ${a.kind} iteration ${a.iteration}${a.sectionIndex !== null ? ` section ${a.sectionIndex + 1}` : ''} #${a.attempt} on ${a.model ?? 'default'}${a.variant ? ` (${a.variant})` : ''}: ${a.outcome}${a.error ? ` — ${a.error.split('\n')[0]!.slice(0, 160)}` : ''}`),
+    ...attempts.map((a) => `  ${a.kind} iteration ${a.iteration}${a.sectionIndex !== null ? ` section ${a.sectionIndex + 1}` : ''} #${a.attempt} on ${a.model ?? "opencode's default model"}${a.variant ? ` (${a.variant})` : ''}: ${a.outcome}${a.error ? ` — ${a.error.split('\n')[0]!.slice(0, 160)}` : ''}`),
     'transitions:',
     ...transitions.map((t) => `  ${new Date(t.at).toISOString()} ${t.event}: ${t.fromPhase ?? '-'} → ${t.toPhase ?? '-'} (iteration ${t.iteration})`),
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
@@ -219,7 +243,8 @@ export function formatShellIntervention(i: ShellInterventionRow): string {
 
 export function formatFindings(engine: ForgeEngine, projectId: string, loopName: string, json: boolean): string {
   const findings = engine.repos.reviewFindings.listByLoop(projectId, loopName);
-  if (json) return findings.map((f) => JSON.stringify(f)).join('\n');
+  // One JSON array, `[]` when there is none.
+  if (json) return JSON.stringify(findings);
   if (findings.length === 0) return `Loop "${loopName}" has no findings.`;
   return findings
     .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}` : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}`)

@@ -17,17 +17,17 @@ import type { ForgeEngine } from '../core/engine';
 import { LoopRuntimeError } from '../core/loop/runtime-types';
 import { runLoop } from './run-loop';
 import { ForgeDatabaseError } from '../core/storage/errors';
-import { resolveDataDir } from '../core/workspace/data-dir';
+import { ensureDataDir, resolveDataDir } from '../core/workspace/data-dir';
 import { WorkspaceError } from '../core/workspace/workspace-error';
 import { EXIT, parseCli, UsageError, type CliCommand, type HelpTopic } from './args';
 import { formatPlanProblem, planProblemCounts } from '../core/loop/plan-validation';
 import { validatePlanInRepository } from './plan-check';
 import { PlanDraftError } from '../core/plan-draft/architect-prompt';
-import { parsePlan, PlanError } from '../core/loop/plan';
 import { describeBudget, describeEstimate, formatMoney, formatTokens, type LoopBudget } from '../core/loop/budget';
 import { GroupError } from '../core/groups/group-types';
 import { readInputFile } from './read-input';
 import { inertText } from '../core/text/inert-text';
+import { namedLoopModels } from '../core/opencode/model-check';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -116,7 +116,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
   const debug = process.env.FORGE_LOG === 'debug';
   // dist/ in the bundle (where sql-wasm.wasm and agents/ are copied beside cli.mjs).
   const assetsDir = dirname(fileURLToPath(import.meta.url));
-  const [{ createForgeEngine }, { startEmbeddedModel, userHasDefaultModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
+  const [{ createForgeEngine }, { startEmbeddedModel }] = await Promise.all([loadPart(() => import('../core/engine')), loadPart(() => import('../core/opencode/embedded-model'))]);
   const engine = await createForgeEngine({
     dataDir,
     settings: () => settings,
@@ -129,10 +129,9 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     assetsDir,
     env: process.env,
     embeddedModel: startEmbeddedModel,
-    userHasDefaultModel: () => userHasDefaultModel(process.env),
     hostKind: 'cli',
     // Commands that only read must leave the data folder as they found it, damaged files included.
-    readOnly: cmd.command === 'status' || cmd.command === 'findings' || (cmd.command === 'group' && cmd.action === 'status'),
+    readOnly: cmd.command === 'status' || (cmd.command === 'findings' && cmd.accept === null) || (cmd.command === 'group' && cmd.action === 'status'),
   });
   // What the engine's start removed after a killed Forge process (on stderr: stdout stays the command's).
   const { removed, problems } = engine.crashCleanup;
@@ -201,16 +200,21 @@ async function dryRun(engine: ForgeEngine, cmd: Extract<CliCommand, { command: '
   let size;
   if (cmd.command === 'run') {
     const text = await readPlan(cmd.planPath);
-    try {
-      const plan = parsePlan(text, cmd.planPath);
-      size = { kind: 'plan' as const, chars: plan.text.length, sections: plan.sections.length };
-    } catch (error) {
-      if (error instanceof PlanError) throw new UsageError(error.message);
-      throw error;
-    }
+    // The same validation as `forge check` and a real start: warnings printed, errors refuse.
+    const { problems, plan } = validatePlanInRepository(text, cmd.planPath, cmd.repo);
+    for (const p of problems) err(`forge: ${formatPlanProblem(cmd.planPath, p)}`);
+    const { errors } = planProblemCounts(problems);
+    if (errors > 0 || !plan) throw new UsageError(`${cmd.planPath} has ${errors === 1 ? 'an error' : `${errors} errors`} (above); fix ${errors === 1 ? 'it' : 'them'} and run again.`);
+    size = { kind: 'plan' as const, chars: plan.text.length, sections: plan.sections.length };
   } else {
     size = { kind: 'goal' as const, chars: cmd.goal.length, sections: 0 };
   }
+  // The same model check as a start: every model named, against opencode's catalog.
+  const named = namedLoopModels(cmd, { model: settings['forge.model'], auditorModel: settings['forge.auditorModel'], auditorFallbackModels: settings['forge.auditorFallbackModels'] });
+  const fromEnv = !cmd.model && !settings['forge.model'] ? process.env.FORGE_MODEL : undefined;
+  if (fromEnv) named.push({ role: 'coding model (FORGE_MODEL)', model: fromEnv });
+  const modelProblem = await engine.checkModels(cmd.repo, named);
+  if (modelProblem) throw new UsageError(modelProblem);
   const estimate = await engine.estimateCost({ repoPath: cmd.repo, size, model: cmd.model, auditorModel: cmd.auditorModel });
   const orNull = (n: number) => (n > 0 ? n : null);
   const budget: LoopBudget = {
@@ -284,6 +288,8 @@ async function main(argv: string[]): Promise<number> {
   try {
     const settings = cliSettings(cmd);
     if ((cmd.command === 'run' || cmd.command === 'goal' || cmd.command === 'restart') && !(cmd.command !== 'restart' && cmd.dryRun)) {
+      // An unusable data folder (a file, read-only) is one clear line before anything else.
+      await ensureDataDir(dataDirOf(cmd));
       // Opened only when needed: a loop handed to the data folder's engine never needs it.
       let opening: Promise<ForgeEngine> | undefined;
       const open = () =>

@@ -22,6 +22,9 @@ import type { ProviderCatalog } from './opencode/agent-client';
 import { createSdkAgentClient } from './opencode/sdk-agent-client';
 import { deepMerge, parseJsonObject, resolveOpencodeBinary } from './opencode/server-process';
 import { startSupervisedOpencode } from './opencode/server-supervisor';
+import { prepareProbeDir } from './opencode/config-probe';
+import { NO_PROJECT_CONFIG_ENVIRONMENT } from './opencode/project-config';
+import { unknownModelsProblem, type NamedModel } from './opencode/model-check';
 import { createSharedOpencodePool, type SharedServerInfo } from './opencode/shared-opencode';
 import { buildImage } from './sandbox';
 import { createEngineSandboxes } from './engine-sandboxes';
@@ -34,7 +37,7 @@ import { PlanDraftError } from './plan-draft/architect-prompt';
 import type { PermissionRule } from './opencode/agent-client';
 import { createLiveFeed, type LiveFeed } from './live/live-feed';
 import { createFeatureGroupService, type FeatureGroupServiceHandle } from './groups/feature-group-service';
-import type { FeatureGroupService } from './groups/group-types';
+import { GroupError, type FeatureGroupService } from './groups/group-types';
 
 export type { EngineLog };
 
@@ -67,8 +70,6 @@ export interface ForgeEngineOptions {
    * opencode configuration): Forge's embedded scripted model, so a loop always runs.
    */
   embeddedModel?: () => Promise<EmbeddedModel>;
-  /** Whether the user's opencode configuration names a default model. */
-  userHasDefaultModel?: () => Promise<boolean>;
   leaseTtlMs?: number;
   /**
    * For hosts that only read (forge status, forge findings): the database is
@@ -110,6 +111,8 @@ export interface ForgeEngine {
   /** Fires (debounced) when this or another process wrote to the database. */
   onDidChangeStore(listener: () => void): () => void;
   providers(repoPath: string): Promise<ProviderCatalog>;
+  /** The named models opencode's catalog for `repoPath` lacks (one line each, with a did-you-mean), or null. */
+  checkModels(repoPath: string, named: NamedModel[]): Promise<string | null>;
   /**
    * What a loop of this size would cost on these models (null: the configured default), from
    * opencode's catalog prices: an estimate, shown before launch. Starts no loop, writes nothing.
@@ -193,11 +196,14 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       const e = await (embedded ??= options.embeddedModel());
       embeddedConfig = e.config;
     },
-    defaultModels: async () => {
+    defaultModels: async (repoPath) => {
       const fromEnv = baseEnv().FORGE_MODEL;
-      if (fromEnv) return { model: fromEnv, auditorModel: null, notice: null };
+      if (fromEnv) return { model: fromEnv, auditorModel: null, notice: null, source: 'FORGE_MODEL' };
+      // opencode's own default (user, project or inline configuration), named explicitly so the
+      // loop's attempts and `forge status` say which model ran.
+      const configured = await configuredModel(repoPath);
+      if (configured) return { model: configured, auditorModel: null, notice: null, source: 'your opencode configuration' };
       if (!options.embeddedModel) return { model: null, auditorModel: null, notice: null };
-      if (options.userHasDefaultModel && (await options.userHasDefaultModel())) return { model: null, auditorModel: null, notice: null };
       const e = await (embedded ??= options.embeddedModel());
       embeddedConfig = e.config;
       return {
@@ -210,6 +216,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     gateCheckExecutor,
     sharedOpencode,
     fileGuard: fileGuardServer,
+    checkModels: modelProblem,
   });
 
   /** What every read-only agent turn (the architect's, the feature splitter's) needs of the engine. */
@@ -233,10 +240,12 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     projectOf: (repoPath) => runtime.projectOf(repoPath),
     // The architect needs a model that can plan: the embedded scripted model only implements
     // plans that spell out their files, so it is never chosen for drafting.
-    async resolveModel(requested) {
-      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || null;
+    async resolveModel(requested, repoPath) {
+      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || (await configuredModel(repoPath)) || null;
+      const problem = model ? await modelProblem(repoPath, [{ role: 'architect model', model }]) : null;
+      if (problem) throw new PlanDraftError('bad_request', problem);
       if (model) return model;
-      if (options.userHasDefaultModel && !(await options.userHasDefaultModel())) {
+      if (options.embeddedModel) {
         throw new PlanDraftError(
           'no_model',
           'Drafting a plan needs a real model, and none is configured. Give --model PROVIDER/MODEL, set forge.model (or FORGE_MODEL), or set a "model" in your opencode configuration.',
@@ -256,24 +265,74 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     settings: options.settings,
     // Unlike the architect, the splitter may run on the embedded model: it splits PRDs that spell
     // out their features ("## Feature <id>: <title>"), so a group runs without any configured model.
-    async resolveSplitterModel(requested) {
-      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || null;
+    async resolveSplitterModel(requested, repoPath) {
+      const model = requested || options.settings()['forge.model'] || baseEnv().FORGE_MODEL || (await configuredModel(repoPath)) || null;
+      const problem = model ? await modelProblem(repoPath, [{ role: 'splitter model', model }]) : null;
+      if (problem) throw new GroupError(problem, 'bad_model');
       if (model) return model;
-      if (!options.embeddedModel || (options.userHasDefaultModel && (await options.userHasDefaultModel()))) return null;
+      if (!options.embeddedModel) return null;
       const e = await (embedded ??= options.embeddedModel());
       embeddedConfig = e.config;
       return e.model;
     },
   });
-  /** opencode's provider catalog, from a server started for the question in `probeDir`. */
-  async function listProviders(probeDir: string): Promise<ProviderCatalog> {
+  /**
+   * opencode's resolved configuration for `repoPath` (its default model and provider catalog),
+   * from a probe server (config-probe.ts); kept a minute per project configuration, so one start
+   * (default model, model check, estimate) asks once.
+   */
+  const probes = new Map<string, { at: number; catalog: Promise<ProviderCatalog> }>();
+  async function catalogOf(repoPath: string): Promise<ProviderCatalog> {
+    const { dir, key, projectLayer } = await prepareProbeDir(join(dataDir, 'provider-probe'), repoPath);
+    const now = Date.now();
+    for (const [k, p] of probes) if (now - p.at > 60_000) probes.delete(k);
+    const cached = probes.get(key);
+    if (cached) return cached.catalog;
+    // The probe's server and stream do not hold the process open (a loop's timers do that):
+    // a host with nothing else running (forge run --dry-run) would exit in the middle.
+    const keepAlive = setInterval(() => {}, 60_000);
+    const catalog = listProviders(dir, projectLayer).finally(() => clearInterval(keepAlive));
+    probes.set(key, { at: now, catalog });
+    catalog.catch(() => probes.delete(key));
+    return catalog;
+  }
+  /**
+   * The named models opencode does not know (with a did-you-mean), or null. The embedded model is
+   * Forge's own; when opencode cannot be asked, the check is skipped with a warning (the loop's
+   * own opencode then says what is wrong).
+   */
+  async function modelProblem(repoPath: string, named: NamedModel[]): Promise<string | null> {
+    const checked = named.filter((n) => !n.model.startsWith(`${EMBEDDED_PROVIDER_ID}/`));
+    if (checked.length === 0) return null;
+    let catalog: ProviderCatalog;
+    try {
+      catalog = await catalogOf(repoPath);
+    } catch (error) {
+      log.warn(`could not check the models against opencode's catalog: ${String(error)}`);
+      return null;
+    }
+    return unknownModelsProblem(checked, catalog);
+  }
+  /** opencode's own default model for `repoPath`, or null (none, or opencode could not be asked). */
+  async function configuredModel(repoPath: string): Promise<string | null> {
+    try {
+      return (await catalogOf(repoPath)).configuredModel ?? null;
+    } catch (error) {
+      log.warn(`could not read opencode's configuration: ${String(error)}`);
+      return null;
+    }
+  }
+
+  /** opencode's provider catalog, from a server started for the question in `probeDir` (config-probe.ts). */
+  async function listProviders(probeDir: string, projectLayer: Record<string, unknown>): Promise<ProviderCatalog> {
     await mkdir(probeDir, { recursive: true });
     const env = baseEnv();
     const server = await startSupervisedOpencode({
       binaryPath: resolveOpencodeBinary({ configuredPath: options.settings()['forge.opencode.binaryPath'] || undefined }),
       cwd: probeDir,
       baseEnv: env,
-      extraEnv: options.opencodeExtraEnv,
+      forgeConfig: projectLayer,
+      extraEnv: { ...(options.opencodeExtraEnv ?? {}), ...NO_PROJECT_CONFIG_ENVIRONMENT },
       restart: { maxAttempts: 0 },
     });
     try {
@@ -325,25 +384,18 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    async providers(repoPath) {
+    checkModels: modelProblem,
+    providers(repoPath) {
       // opencode writes into its working folder ($schema, .opencode/.gitignore): list models
-      // from a folder of Forge's own, never from the user's repository.
-      void repoPath;
-      const probeDir = join(dataDir, 'provider-probe');
-      // The probe's server and stream do not hold the process open (a loop's timers do that):
-      // a host with nothing else running (forge run --dry-run) would exit in the middle.
-      const keepAlive = setInterval(() => {}, 60_000);
-      try {
-        return await listProviders(probeDir);
-      } finally {
-        clearInterval(keepAlive);
-      }
+      // from a folder of Forge's own (with the project's configuration copied), never from the
+      // user's repository.
+      return catalogOf(repoPath);
     },
     async estimateCost(request) {
       const settings = options.settings();
       // The models the loop would get, as runtime.start picks them (the embedded model only where it would run).
       let model = request.model || settings['forge.model'] || baseEnv().FORGE_MODEL || null;
-      if (!model && options.embeddedModel && !(options.userHasDefaultModel && (await options.userHasDefaultModel()))) model = EMBEDDED_MODEL;
+      if (!model) model = (await configuredModel(request.repoPath)) ?? (options.embeddedModel ? EMBEDDED_MODEL : null);
       const auditorModel = request.auditorModel || settings['forge.auditorModel'] || model;
       const embedded = (m: string | null) => !!m && m.startsWith(`${EMBEDDED_PROVIDER_ID}/`);
       let catalog: ProviderCatalog | undefined;

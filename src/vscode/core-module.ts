@@ -9,5 +9,5 @@ export { flattenSettingKeys, resolveSettings } from '../core/config/settings';
 export { resolveDataDir } from '../core/workspace/data-dir';
 export { LoopRuntimeError } from '../core/loop/runtime-types';
 export { resolveOpencodeBinary } from '../core/opencode/server-process';
-export { startEmbeddedModel, userHasDefaultModel } from '../core/opencode/embedded-model';
+export { startEmbeddedModel } from '../core/opencode/embedded-model';
 export { becomeEngine, compatibilityKey, connectToEngine, judgeHandOverAnswer, planHandOver } from '../core/engine-host';

@@ -103,7 +103,6 @@ export function createEngineHost(deps: EngineHostDeps): EngineHost {
       env: opencodeEnv,
       // No model configured anywhere: Forge's embedded scripted model, so a loop still runs (and says so).
       embeddedModel: core.startEmbeddedModel,
-      userHasDefaultModel: () => core.userHasDefaultModel(hostEnv),
       ...(Object.keys(extraEnv).length > 0 ? { opencodeExtraEnv: { ...extraEnv } } : {}),
       hostKind: 'vscode',
     });

@@ -21,7 +21,7 @@ import { createGroupRunner } from './group-runner';
 import type { MergeQueueDeps } from './merge-queue';
 import { queuedOnCompletion } from './merge-queue-order';
 import { groupSpend, noBudgetRoom } from './group-spend';
-import { GroupError, type FeatureGroupService, type FeatureGroupView, type GroupBudget, type GroupEvent, type GroupRef, type LaunchGroupOptions } from './group-types';
+import { GroupError, MAX_PRD_BYTES, type FeatureGroupService, type FeatureGroupView, type GroupBudget, type GroupEvent, type GroupRef, type LaunchGroupOptions } from './group-types';
 import { buildSplitterPrompt, splitterSessionTitle } from './splitter-prompt';
 import { createReadOnlyGitRunner, scanLoops, type RadarLoop } from './conflict-radar';
 import { sameOverlaps, type FileOverlap } from './overlap';
@@ -43,7 +43,7 @@ export interface FeatureGroupServiceDeps extends ReadOnlyTurnDeps {
   runtime: LoopRuntime;
   settings(): ForgeSettings;
   /** The splitter's model: the requested one, else the configured one, else the embedded model; null: opencode's default. */
-  resolveSplitterModel(requested: string | null): Promise<string | null>;
+  resolveSplitterModel(requested: string | null, repoPath: string): Promise<string | null>;
   /** The merge queue's git: the integration branch `forge/group/<id>` and the merges into it (absent: no merge queue). */
   worktrees?: MergeQueueDeps['worktrees'];
   /** Where the merge queue runs the merged tree's checks: the loops' confinement (the engine's sandbox port). */
@@ -262,6 +262,9 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
   async function split(request: Parameters<FeatureGroupService['split']>[0]): Promise<FeatureGroupView> {
     const settings = deps.settings();
     if (!request.prdText.trim()) throw new GroupError(`${request.prdSource} is empty: write the features you want built, then split it.`, 'bad_prd');
+    if (Buffer.byteLength(request.prdText, 'utf8') > MAX_PRD_BYTES) {
+      throw new GroupError(`${request.prdSource} is larger than ${MAX_PRD_BYTES / 1024} KB, more than one splitter request should carry: split it into smaller PRDs.`, 'bad_prd');
+    }
     const maxConcurrent = checkCap(request.maxConcurrent ?? settings['forge.groups.maxConcurrentLoops']);
     const budget: GroupBudget = {
       money: request.budget?.money !== undefined ? request.budget.money : orNull(settings['forge.groups.budget.money']),
@@ -279,7 +282,7 @@ export function createFeatureGroupService(deps: FeatureGroupServiceDeps): Featur
     } else {
       id = defaultGroupId(request.prdText, request.prdSource, taken);
     }
-    const model = await deps.resolveSplitterModel(request.model ?? null);
+    const model = await deps.resolveSplitterModel(request.model ?? null, request.repoPath);
     const splitId = randomBytes(4).toString('hex');
     const entry = { groupId: id, last: null as SplitAttempt | null };
     splits.set(splitId, entry);

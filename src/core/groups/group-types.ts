@@ -153,6 +153,9 @@ export interface FeatureGroupService {
 }
 
 /** Bad input or a refused action: the message says what is wrong and how to fix it. */
+/** A PRD goes whole into one splitter request: at most this many bytes (about 64k tokens). */
+export const MAX_PRD_BYTES = 256 * 1024;
+
 export class GroupError extends Error {
   constructor(
     message: string,
@@ -169,6 +172,8 @@ export class GroupError extends Error {
       | 'bad_plan'
       // Added by the implementation: a bad budget figure, opencode failing the splitter, the splitter interrupted.
       | 'bad_budget'
+      // A splitter model opencode does not know.
+      | 'bad_model'
       | 'opencode'
       | 'interrupted',
   ) {

@@ -251,5 +251,8 @@ export async function mergeGroupInto(
   }
   const result = await worktrees.mergeIntoBase({ repoDir: g.repoDir, branch: integration, baseBranch: target }, 'fast-forward');
   if (result.kind !== 'refused') return result;
-  return { ...result, message: `Forge did not merge ${integration} into ${target}; nothing was changed. ${result.message}` };
+  // The refusal says what and why once: its own words when they already name the merge and say nothing changed.
+  const named = /^Forge did not merge /.test(result.message) ? '' : `Forge did not merge ${integration} into ${target}. `;
+  const unchanged = /nothing was changed/i.test(result.message) ? '' : ' Nothing was changed.';
+  return { ...result, message: `${named}${result.message}${unchanged}` };
 }

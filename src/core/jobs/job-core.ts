@@ -143,10 +143,16 @@ export function formatJobList(jobs: JobSummary[], now: number): string {
 export function renderWatchdogStamp(callsDir: string): string[] {
   const dir = `'${callsDir.replace(/'/g, `'\\''`)}'`;
   return [
-    `if [ -z "\${${JOB_MARKER_VARIABLE}:-}" ]; then`,
+    `if [ -z "\${${JOB_MARKER_VARIABLE}:-}" ] && [ -z "\${${WATCHDOG_MARKER_VARIABLE}:-}" ]; then`,
     `  read -r ${WATCHDOG_MARKER_VARIABLE} < /proc/sys/kernel/random/uuid 2>/dev/null || ${WATCHDOG_MARKER_VARIABLE}="$$-$RANDOM$RANDOM"`,
     `  export ${WATCHDOG_MARKER_VARIABLE}`,
     `  if [ "$#" -eq 2 ] && [ "$1" = "-c" ]; then printf '%s' "$2" > ${dir}/"$${WATCHDOG_MARKER_VARIABLE}" 2>/dev/null; fi`,
+    // The process opencode waits on stays unmarked, out of the watchdog's reach: it runs the call
+    // (this script again, marked) as its child and exits with its status. opencode's shell tool
+    // waits for an exit code, which a process killed by a signal never gives it: killed, the call
+    // would never return (issue 28). Its environment (/proc/PID/environ) is the one it started with.
+    '  "$0" "$@"',
+    '  exit $?',
     'fi',
   ];
 }

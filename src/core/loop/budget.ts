@@ -88,7 +88,7 @@ export type BudgetDecision =
  * What the loop does at a hand-over, before a session of `nextRole` starts. `warned`: the
  * 80 % warning was already given in this run of the loop.
  */
-export function budgetDecision(budget: LoopBudget | null | undefined, spend: BudgetSpend, nextRole: Role, warned: boolean): BudgetDecision {
+export function budgetDecision(budget: LoopBudget | null | undefined, spend: BudgetSpend, nextRole: Role, warned: boolean, during = false): BudgetDecision {
   if (!hasBudget(budget)) return { kind: 'within' };
   const uses = budgetUses(budget, spend);
   const binding = uses.find((u) => u.fraction >= 1 - EPSILON && (u.role === null || u.role === nextRole));
@@ -97,7 +97,9 @@ export function budgetDecision(budget: LoopBudget | null | undefined, spend: Bud
     return {
       kind: 'pause',
       use: binding,
-      message: `budget reached: ${whose} spent ${formatAmount(binding)} of ${formatLimit(binding)} (${binding.what}). The loop is paused before the next ${nextRole === 'code' ? 'coding' : 'audit'} session; restart it with a higher budget to continue, or leave it.`,
+      message: during
+        ? `budget reached: ${whose} spent ${formatAmount(binding)} of ${formatLimit(binding)} (${binding.what}). The ${nextRole === 'code' ? 'coding' : 'audit'} session was stopped after its last model step and the loop is paused; restart it with a higher budget to run that session again, or leave it.`
+        : `budget reached: ${whose} spent ${formatAmount(binding)} of ${formatLimit(binding)} (${binding.what}). The loop is paused before the next ${nextRole === 'code' ? 'coding' : 'audit'} session; restart it with a higher budget to continue, or leave it.`,
     };
   }
   const warning = warned ? null : budgetWarning(budget, spend);
@@ -111,7 +113,8 @@ export function budgetWarning(budget: LoopBudget | null | undefined, spend: Budg
   if (!fullest || fullest.fraction < BUDGET_WARN_FRACTION - EPSILON) return null;
   return {
     use: fullest,
-    message: `${Math.floor(Math.min(fullest.fraction + EPSILON, 1) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). At 100 % the loop pauses at its next hand-over.`,
+    // The figure as it is (one session can go past 100 % before the hand-over that pauses).
+    message: `${Math.floor((fullest.fraction + EPSILON) * 100)} % of the budget used: ${formatAmount(fullest)} of ${formatLimit(fullest)} (${fullest.what}). ${fullest.fraction >= 1 - EPSILON ? 'The loop pauses at its next hand-over.' : 'At 100 % the loop pauses at its next hand-over.'}`,
   };
 }
 

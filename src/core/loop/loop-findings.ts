@@ -40,6 +40,10 @@ export class LoopFindings {
     const open = deps.repos.reviewFindings.listOpen(ref.projectId, ref.name).filter((f) => f.source !== 'check');
     const bugs = open.filter((f) => f.severity === 'bug');
     const openBugsInSection = state.sectionIndex === null ? 0 : bugs.filter((f) => f.sectionIndex === state.sectionIndex).length;
-    return { type: 'handoff', role, openBugsInSection, openBugs: bugs.length, openFindings: open.length };
+    const event: LoopEvent = { type: 'handoff', role, openBugsInSection, openBugs: bugs.length, openFindings: open.length };
+    if (state.kind !== 'plan' || state.sectionIndex === null) return event;
+    const sections = deps.repos.sectionPlans.list(ref.projectId, ref.name);
+    const firstPending = sections.find((s) => s.status !== 'done' && !(state.phase === 'auditing' && s.index === state.sectionIndex))?.index ?? null;
+    return { ...event, sections: { count: sections.length, firstPending } };
   }
 }

@@ -9,6 +9,7 @@ import { budgetDecision, budgetWarning, hasBudget, spendFromTotals } from './bud
 import { readExtras } from './loop-extras';
 import { roleOfPhase, type LoopState } from './state';
 import type { CurrentSession, SupervisorContext } from './supervisor-deps';
+import type { UsageFigures } from './runtime-types';
 
 export class LoopSpend {
   constructor(private readonly ctx: SupervisorContext) {}
@@ -36,7 +37,18 @@ export class LoopSpend {
           );
         }
       });
-      deps.emit({ type: 'loop.usage', loop: ref });
+      const sum = (k: 'input' | 'output' | 'reasoning' | 'cacheRead' | 'cacheWrite') => usage.reduce((n, u) => n + u.usage[k], 0);
+      const sessionFigures: UsageFigures = {
+        inputTokens: sum('input'),
+        outputTokens: sum('output'),
+        reasoningTokens: sum('reasoning'),
+        cacheReadTokens: sum('cacheRead'),
+        cacheWriteTokens: sum('cacheWrite'),
+        cost: usage.reduce((n, u) => n + u.cost, 0),
+      };
+      const t = deps.repos.sessionUsage.totalsForLoop(ref.projectId, ref.name);
+      const total: UsageFigures = { inputTokens: t.inputTokens, outputTokens: t.outputTokens, reasoningTokens: t.reasoningTokens, cacheReadTokens: t.cacheReadTokens, cacheWriteTokens: t.cacheWriteTokens, cost: t.cost };
+      deps.emit({ type: 'loop.usage', loop: ref, sessionId: session.id, role: session.role, session: sessionFigures, total });
       this.warnOnBudget();
     } catch (error) {
       deps.log.warn(`[loop ${ref.name}] usage of ${session.id} unavailable: ${String(error)}`);
@@ -46,6 +58,27 @@ export class LoopSpend {
   /** The loop's spend so far, by role, from the usage recorded at each session's end. */
   private spend() {
     return spendFromTotals(this.ctx.deps.repos.sessionUsage.totalsByRole(this.ctx.ref.projectId, this.ctx.ref.name));
+  }
+
+  /**
+   * The cap inside a session (issue 28): the spend recorded so far plus what the running session
+   * used, as opencode's events reported it after each model step. The pause message when a limit
+   * that binds this session's role is spent, else null (also when the usage is not known).
+   */
+  pauseDuringSession(client: AgentClient | undefined, session: CurrentSession): string | null {
+    const extras = readExtras(this.ctx.loop());
+    if (!hasBudget(extras.budget) || !client?.usageSoFar) return null;
+    // A session that handed off already ends at its idle, where the hand-over pauses the loop.
+    if (this.ctx.deps.repos.handoffs.forSession(this.ctx.ref.projectId, this.ctx.ref.name, session.id)) return null;
+    const live = client.usageSoFar(session.id);
+    if (!live) return null;
+    const spend = this.spend();
+    for (const u of live) {
+      spend[session.role].cost += u.cost;
+      spend[session.role].tokens += u.usage.input + u.usage.output + u.usage.reasoning + u.usage.cacheRead + u.usage.cacheWrite;
+    }
+    const decision = budgetDecision(extras.budget, spend, session.role, true, true);
+    return decision.kind === 'pause' ? decision.message : null;
   }
 
   /** Why the budget holds back the session of `to` (its message), or null when it may start. */

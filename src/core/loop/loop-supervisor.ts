@@ -24,7 +24,7 @@ import { readExtras } from './loop-extras';
 import { commitAndMerge, loopAbout, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
 import { hasBudget } from './budget';
-import type { SupervisorContext, SupervisorDeps } from './supervisor-deps';
+import type { CurrentSession, SupervisorContext, SupervisorDeps } from './supervisor-deps';
 import { PhaseWrites } from './phase-writes';
 import { LoopSpend } from './loop-spend';
 import { startLeaseRenewal } from './lease-renewal';
@@ -213,6 +213,15 @@ export class LoopSupervisor {
         if (event.toolStatus === 'pending' || event.toolStatus === 'running') cur.runningTools.add(key);
         else cur.runningTools.delete(key);
       }
+      // The budget is a cap inside a session too: checked at each model step's mark, so a session
+      // overshoots by at most the step that crossed it.
+      if (event.kind === 'step' && event.sessionId === cur.id && !cur.budgetStopped) {
+        const pause = this.spending.pauseDuringSession(this.scope.client, cur);
+        if (pause) {
+          cur.budgetStopped = true;
+          void this.locked('budget', () => this.pauseInSession(cur, pause));
+        }
+      }
       return;
     }
     if (event.type === 'session.busy' && event.sessionId === cur.id) {
@@ -258,6 +267,18 @@ export class LoopSupervisor {
         });
       }
     }
+  }
+
+  /** The budget ran out inside `cur`: stop it now and pause the loop in its phase (a restart runs that session again). */
+  private async pauseInSession(cur: CurrentSession, message: string): Promise<void> {
+    if (this.sessions.current?.id !== cur.id || this.ended) return;
+    this.sessions.current = undefined;
+    await this.sessions.abort(cur.id);
+    this.writes.finishAttempt('abandoned', 'budget reached during the session', cur.attemptId);
+    await this.spending.recordUsage(this.scope.client, cur);
+    this.deps.emit({ type: 'loop.budget', loop: this.ref, level: 'paused', message });
+    const paused = nextTransition(this.state(), { type: 'budget_reached' }, this.limits());
+    if (paused.kind === 'terminate') await this.terminate(paused.event, paused.to, paused.reason, paused.effects);
   }
 
   private async onIdle(sessionId: string): Promise<void> {

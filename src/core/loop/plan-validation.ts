@@ -20,6 +20,8 @@ export type PlanProblemCode =
   | 'duplicate-section-title'
   | 'no-verification'
   | 'empty-verification'
+  | 'no-runnable-check'
+  | 'unrun-block'
   | 'loop-name-changed'
   | 'check-problem'
   | 'missing-file';
@@ -164,6 +166,23 @@ export function validatePlan(text: string, options: PlanValidationOptions = {}):
   const sectionChecks = plan.sections.map((section, i) => ({ line: sectionLines[i] ?? 0, parsed: parseSectionChecks(section) }));
   for (const { line, parsed } of sectionChecks) {
     for (const p of parsed.problems) problems.push({ severity: 'error', code: 'check-problem', message: `${p.origin}: ${p.message}`, line: lineInPart(p.origin, line, lines) });
+  }
+
+  // A Verification part that runs nothing (prose only, a fence without a language) is said so:
+  // the loop would complete on the auditor's word alone (issue 28).
+  for (const note of verificationChecks.notes.filter((n) => /has no language/.test(n))) {
+    problems.push({ severity: 'warning', code: 'unrun-block', message: note, line: lineInPart(note, partLine, lines) });
+  }
+  const runnable = verificationChecks.checks.length + sectionChecks.reduce((n, { parsed }) => n + parsed.checks.length, 0);
+  const unrunnable = verificationChecks.problems.length + sectionChecks.reduce((n, { parsed }) => n + parsed.problems.length, 0);
+  if (plan.verification !== null && plan.verification.trim() !== '' && runnable === 0 && unrunnable === 0) {
+    problems.push({
+      severity: 'warning',
+      code: 'no-runnable-check',
+      message:
+        'The "## Verification" part names no check Forge can run (prose is for the agents), so the loop completes when the auditor finds nothing. Write each check as a list item: "- `npm test`", "- exists: FILE", "- contains: FILE: TEXT", or a ```sh block.',
+      line: partLine,
+    });
   }
 
   if (options.pathExists) {

@@ -3,7 +3,17 @@
  */
 import type { CheckRunRow, LoopRow, ReviewFindingRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
-import type { LoopStatus, Phase, TerminationReason } from './state';
+import type { LoopStatus, Phase, Role, TerminationReason } from './state';
+
+/** Tokens and money of a session or a loop, as opencode reported them. */
+export interface UsageFigures {
+  inputTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  cost: number;
+}
 import type { Confinement } from '../sandbox/confinement';
 import type { GoalCheckOptions } from '../checks';
 import type { LoopBudget } from './budget';
@@ -84,7 +94,11 @@ export type LoopRuntimeEvent =
     }
   | { type: 'loop.session'; loop: LoopRef; sessionId: string; phase: Phase; model: string | null }
   | { type: 'loop.finding'; loop: LoopRef; finding: ReviewFindingRow }
-  | { type: 'loop.usage'; loop: LoopRef }
+  /**
+   * A session's usage was recorded: that session's figures (summed over its models) and the
+   * loop's totals so far.
+   */
+  | { type: 'loop.usage'; loop: LoopRef; sessionId: string; role: Role; session: UsageFigures; total: UsageFigures }
   | { type: 'loop.commit'; loop: LoopRef; sha: string; message: string }
   /** Forge ran a verification check (issue 13); the run is in the check log. */
   | { type: 'loop.check'; loop: LoopRef; run: CheckRunRow }

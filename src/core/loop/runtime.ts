@@ -59,6 +59,7 @@ import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import type { ScratchCheckRun } from './supervisor-deps';
 import { iterationCap, reopenState, restartState } from './transitions';
+import { namedLoopModels, type NamedModel } from '../opencode/model-check';
 import { LoopJobRegistry } from '../jobs/job-registry';
 import type { LiveFeedSink } from '../live/live-feed';
 
@@ -111,7 +112,12 @@ export interface LoopRuntimeDeps {
   /** Set over everything (tests isolate HOME/XDG here). */
   opencodeExtraEnv?: Record<string, string>;
   /** Models used when neither the request nor the settings name one (the embedded model). */
-  defaultModels?: () => Promise<{ model: string | null; auditorModel: string | null; notice: string | null }>;
+  defaultModels?: (repoPath: string) => Promise<{ model: string | null; auditorModel: string | null; notice: string | null; source?: string }>;
+  /**
+   * Checks the named models against opencode's provider catalog for `repoPath`: a message naming
+   * the unknown ones (with a did-you-mean), or null. Asked before anything of a loop is created.
+   */
+  checkModels?: (repoPath: string, named: NamedModel[]) => Promise<string | null>;
   /**
    * Brings up what a loop's models need before its opencode server starts: the embedded model,
    * when a loop started on it is restarted (in this process or another one).
@@ -271,22 +277,30 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     // The repository, the default models and the sandbox driver are independent lookups (git,
     // opencode's configuration, the drivers' probes): asked at once, answered in this order.
     const confinementWanted = confinementRequest(request.sandbox, { enabled: settings['forge.sandbox.enabled'], required: settings['forge.sandbox.required'] });
-    const [projectLookup, defaultsLookup, driverLookup] = await Promise.allSettled([
+    const settingsModels = { model: settings['forge.model'], auditorModel: settings['forge.auditorModel'], auditorFallbackModels: settings['forge.auditorFallbackModels'] };
+    const [projectLookup, defaultsLookup, driverLookup, modelCheck] = await Promise.allSettled([
       projectOf(request.repoPath, { workingTreeChanges: true }),
-      deps.defaultModels ? deps.defaultModels() : Promise.resolve({ model: null, auditorModel: null, notice: null }),
+      deps.defaultModels ? deps.defaultModels(request.repoPath) : Promise.resolve({ model: null, auditorModel: null, notice: null }),
       confinementWanted === 'off'
         ? Promise.resolve({ driver: null, reason: null })
         : deps.sandbox
           ? deps.sandbox.resolveDriver()
           : Promise.resolve({ driver: null, reason: 'this Forge was built without sandbox support.' }),
+      // The models the request and the settings name, checked before anything is created.
+      deps.checkModels ? deps.checkModels(request.repoPath, namedLoopModels(request, settingsModels)) : Promise.resolve(null),
     ]);
     const project = settledValue(projectLookup);
     const defaults = settledValue(defaultsLookup);
     const driver = settledValue(driverLookup);
+    // A default (FORGE_MODEL, opencode's own) is checked too; the catalog is read once either way.
+    const defaultNamed = !request.model && !settings['forge.model'] && defaults.model ? [{ role: `coding model (${defaults.source ?? 'the default'})`, model: defaults.model }] : [];
+    const modelProblem = settledValue(modelCheck) ?? (defaultNamed.length > 0 && deps.checkModels ? await deps.checkModels(request.repoPath, defaultNamed) : null);
+    if (modelProblem) throw new LoopRuntimeError('bad_request', modelProblem);
     timing.mark('repository, models and sandbox driver');
     const model = request.model || settings['forge.model'] || defaults.model || null;
     const auditorModel = request.auditorModel || settings['forge.auditorModel'] || (request.model || settings['forge.model'] ? null : defaults.auditorModel) || null;
     const notices = [...nameNotices, ...(plan?.notices ?? []), ...checks.notes];
+    if (checks.checks.length === 0) notices.push(NO_CHECK_NOTICE);
     // The worktree starts from HEAD: say so when the user's own working tree holds more.
     const uncommitted = project.workingTreeChanges ? workingTreeChangesNotice(project, project.workingTreeChanges) : null;
     if (uncommitted) notices.push(uncommitted);
@@ -462,6 +476,13 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     for (const [what, m] of [['model', options.model], ['auditor model', options.auditorModel]] as const) {
       if (m !== undefined && !MODEL_REF.test(m)) throw new LoopRuntimeError('bad_request', `The ${what} must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${m}".`);
     }
+    // Models named for the restart are checked against opencode's catalog before anything changes.
+    const named = [
+      ...(options.model ? [{ role: 'coding model (--model)', model: options.model }] : []),
+      ...(options.auditorModel ? [{ role: 'audit model (--auditor-model)', model: options.auditorModel }] : []),
+    ];
+    const modelProblem = named.length > 0 && deps.checkModels ? await deps.checkModels(loop.repoDir ?? '', named) : null;
+    if (modelProblem) throw new LoopRuntimeError('bad_request', modelProblem);
     if (options.budget) {
       const problem = budgetProblem(options.budget);
       if (problem) throw new LoopRuntimeError('bad_request', problem);
@@ -588,6 +609,10 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
 export type { MergeMode };
 
 const MODEL_REF = /^[^/\s]+\/\S+$/;
+
+/** Said at the start of a loop with no check of Forge's own (issue 28): what it completes on. */
+export const NO_CHECK_NOTICE =
+  'No check: Forge runs no check of its own for this loop, so it completes when the auditor finds nothing. A plan names checks in its "## Verification" part ("- `npm test`", "- exists: FILE"), a goal with --check, --exists, --contains or --matches.';
 
 /**
  * A new loop's budget: the request's fields over the `forge.budget.*` settings (0 there: none).

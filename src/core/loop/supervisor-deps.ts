@@ -65,6 +65,8 @@ export interface CurrentSession {
   onFirstActivity?: () => void;
   /** Generation of the opencode server the session was created on. */
   serverGeneration: number;
+  /** The budget ran out during this session and its stop is under way (issue 28). */
+  budgetStopped?: boolean;
 }
 
 /** The loop a supervisor part works for: its reference, the engine's deps and its stored row. */

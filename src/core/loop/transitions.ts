@@ -26,6 +26,12 @@ export type LoopEvent =
       openBugs: number;
       /** Open findings of any severity of the whole loop. */
       openFindings: number;
+      /**
+       * Sectioned plans: the sections as they are now (an auditor's `plan_adjust` may have added
+       * or removed some since the state was written), and the first one not done other than the
+       * one under audit (null: none). Absent: as the state says.
+       */
+      sections?: { count: number; firstPending: number | null };
     }
   /** The checks a `run_checks` transition asked for all passed (or there were none to run). */
   | { type: 'checks_passed'; gate: CheckGateKind }
@@ -170,7 +176,10 @@ function advanceTo(state: LoopState, phase: Phase, event: string, effects: Trans
   return { kind: 'advance', event, to: { ...state, ...fresh(state), phase } as LoopState, effects };
 }
 
-function onHandoff(state: LoopState, event: Extract<LoopEvent, { type: 'handoff' }>, limits: LoopLimits): Transition {
+function onHandoff(current: LoopState, event: Extract<LoopEvent, { type: 'handoff' }>, limits: LoopLimits): Transition {
+  // The section count follows the plan as amended: a section added during the last section's
+  // audit is coded next instead of being skipped by the final audit.
+  const state = event.sections && current.kind === 'plan' && current.sectionIndex !== null ? ({ ...current, sectionCount: event.sections.count } as LoopState) : current;
   const expected = roleOfPhase(state.phase);
   if (event.role !== expected) {
     return { kind: 'ignore', why: `a ${event.role} handoff arrived during ${state.phase}, which expects the ${expected}` };
@@ -201,6 +210,9 @@ function onHandoff(state: LoopState, event: Extract<LoopEvent, { type: 'handoff'
       return completeSection(state, section, 'audit_clean', limits);
     }
     case 'final_auditing': {
+      // A loop never completes with a pending section: it is coded first.
+      const pending = event.sections?.firstPending ?? null;
+      if (pending !== null && state.sectionIndex !== null) return enterCoding(state, 'coding', pending, 'section_pending', limits, []);
       if (event.openBugs > 0) return enterCoding(state, 'final_audit_fix', state.sectionIndex, 'final_audit_dirty', limits, []);
       if (finalGateChecks(limits) > 0) return runChecks('final_audit_clean', 'final', state.sectionIndex);
       return completeLoop(state, 'final_audit_clean', limits);

@@ -119,6 +119,8 @@ export interface ProviderCatalog {
   providers: ProviderInfo[];
   /** Default model id per provider id, as opencode reports it. */
   defaults: Record<string, string>;
+  /** opencode's own default model (its resolved configuration's `model`), when the catalog was read with it. */
+  configuredModel?: string | null;
 }
 
 export interface PermissionRequest {
@@ -181,6 +183,11 @@ export interface AgentClient {
   liveParts(sessionId: string): Promise<LivePartUpdate[]>;
   /** Usage of one session's assistant messages, per provider/model. */
   usage(sessionId: string): Promise<SessionUsageByModel[]>;
+  /**
+   * What a session has used so far while it runs, as opencode's events reported it after each
+   * model step (no round trip); undefined when the event stream did not see all of it.
+   */
+  usageSoFar?(sessionId: string): SessionUsageByModel[] | undefined;
   deleteSession(sessionId: string): Promise<void>;
   setSessionTitle(sessionId: string, title: string): Promise<void>;
   /** Child (subagent) sessions of a session. */

@@ -6,8 +6,6 @@
  * off; the auditor reads the open findings and hands off. Nothing here parses prose to decide a
  * loop transition — the agents still end their passes through Forge's handoff tool.
  */
-import { readFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { EmbeddedModel } from '../engine';
 import { startScriptedModel, text, toolCall, type ScriptedRequest, type ScriptStep } from './scripted-model';
@@ -248,22 +246,4 @@ export async function startEmbeddedModel(): Promise<EmbeddedModel> {
     },
     close: () => model.close(),
   };
-}
-
-/** Whether the user's opencode configuration names a default model (then Forge uses it). */
-export async function userHasDefaultModel(env: NodeJS.ProcessEnv): Promise<boolean> {
-  const inline = env.OPENCODE_CONFIG_CONTENT;
-  if (inline && /"model"\s*:/.test(inline)) return true;
-  const configHome = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
-  const candidates = [env.OPENCODE_CONFIG, join(configHome, 'opencode', 'opencode.json'), join(configHome, 'opencode', 'opencode.jsonc'), join(configHome, 'opencode', 'config.json')];
-  for (const file of candidates) {
-    if (!file) continue;
-    try {
-      const content = await readFile(file, 'utf8');
-      if (/^\s*"model"\s*:\s*"[^"]+"/m.test(content)) return true;
-    } catch {
-      /* not there */
-    }
-  }
-  return false;
 }

@@ -290,6 +290,11 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
     async usage(sessionId) {
       return ledgerUsage(sessionId) ?? usageByModel(await fetchMessages(sessionId));
     },
+    usageSoFar(sessionId) {
+      const ledger = ledgers.get(sessionId);
+      if (!ledger || !streamLive || ledger.epoch !== streamEpoch) return undefined;
+      return usageByModel([...ledger.messages.values()]);
+    },
     async deleteSession(sessionId) {
       watched.delete(sessionId);
       ledgers.delete(sessionId);
@@ -305,7 +310,10 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
       return data.map((c) => c.id);
     },
     async providers(): Promise<ProviderCatalog> {
-      const data = unwrap(await (await sdk()).config.providers({}), 'list providers') as {
+      const client = await sdk();
+      const [listed, config] = await Promise.all([client.config.providers({}), client.config.get({})]);
+      const resolved = unwrap(config, 'read the configuration') as { model?: unknown };
+      const data = unwrap(listed, 'list providers') as {
         providers: Array<{ id: string; name: string; models: Record<string, Record<string, unknown>> }>;
         default: Record<string, string>;
       };
@@ -330,6 +338,7 @@ export function createSdkAgentClient(options: SdkAgentClientOptions): AgentClien
           }),
         })),
         defaults: data.default ?? {},
+        configuredModel: typeof resolved.model === 'string' && resolved.model.trim() ? resolved.model.trim() : null,
       };
     },
     async agents() {

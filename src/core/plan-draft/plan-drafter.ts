@@ -28,7 +28,7 @@ export interface PlanDrafterDeps extends ReadOnlyTurnDeps {
   /** The project of a folder inside a git repository (fails clearly when it is none). */
   projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; headCommit: string }>;
   /** The architect's model: the requested one, else the configured one; null lets opencode choose the user's default. */
-  resolveModel(requested: string | null): Promise<string | null>;
+  resolveModel(requested: string | null, repoPath: string): Promise<string | null>;
 }
 
 export interface DraftRequest {
@@ -164,7 +164,7 @@ export function createPlanDrafter(deps: PlanDrafterDeps): PlanDrafter {
     async draft(request) {
       const text = checkDraftRequest(request.request);
       const project = await deps.projectOf(request.repoPath);
-      const model = await deps.resolveModel(request.model ?? null);
+      const model = await deps.resolveModel(request.model ?? null, request.repoPath);
       const id = randomBytes(4).toString('hex');
       const outPath = resolve(request.outPath ?? defaultDraftPath(deps.dataDir, id));
       if (request.outPath && (await exists(outPath))) {

@@ -47,7 +47,8 @@ export function tryOpenJournal(files: DatabaseFiles, flags: 'r' | 'r+' = 'r+'): 
     return { fd, ino, journalId, baseSeq, offset: JOURNAL_HEADER_BYTES, fileSeq: baseSeq };
   } catch (error) {
     fs.closeSync(fd);
-    throw error;
+    // A folder opens but cannot be read (EISDIR): the same one-line message as a failed open.
+    throw describeFileSystemError(error, files.journal, 'open') ?? error;
   }
 }
 

@@ -82,6 +82,23 @@ describe('forge check, and the plan validation of forge run', function () {
     assert.equal((await repo.git('branch', '--list', 'forge/*')).trim(), '', 'no loop branch');
   });
 
+  it('a Verification part that runs nothing is a warning; forge run --dry-run validates as forge check does (issue 28)', async () => {
+    const prose = await planFile('prose.md', '# Prose\n\n## Write a.js\nCreate a.js.\n\n## Verification\n`node a.js` prints `ok`.\n\n```\nnode a.js\n```\n');
+    const r = await runner.run(['check', prose]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /prose\.md:6: warning: The "## Verification" part names no check Forge can run/);
+    assert.match(r.stdout, /prose\.md:9: warning: The fenced block at line 3 of the Verification part has no language/);
+    assert.match(r.stdout, /1 section, 0 errors, 2 warnings; ready to run\.$/m);
+
+    const outside = await planFile('outside.md', '# Outside\n\n## Write a.js\nCreate a.js.\n\n## Verification\n- exists: ../../etc/passwd\n');
+    const check = await runner.run(['check', outside]);
+    assert.equal(check.code, 2, check.stdout);
+    const dry = await runner.run(['run', outside, '--dry-run']);
+    assert.equal(dry.code, 2, `${dry.stdout}\n${dry.stderr}`);
+    assert.match(dry.stderr, /outside\.md:7: error: .*\.\.\/\.\.\/etc\/passwd/);
+    assert.doesNotMatch(dry.stdout, /dry run/);
+  });
+
   it('an unreadable plan and a missing file: exit 2 with the reason', async () => {
     const empty = await planFile('empty.md', '\n\n');
     const r = await runner.run(['check', empty]);

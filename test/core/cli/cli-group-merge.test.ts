@@ -114,10 +114,7 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
     // The conflict reached the reopened coder as a finding (recorded like a check's), with the file as the merge left it; resolved once merged.
     const findings = await runner.run(['findings', `mshop-${second}`, '--json']);
     assert.equal(findings.code, 0, findings.stderr);
-    const mergeFinding = findings.stdout
-      .split('\n')
-      .filter((l) => l.trim())
-      .map((l) => JSON.parse(l) as { description: string; source: string; status: string; file: string })
+    const mergeFinding = (JSON.parse(findings.stdout) as { description: string; source: string; status: string; file: string }[])
       .find((f) => f.description.startsWith('Merge conflict'));
     assert.ok(mergeFinding, findings.stdout);
     assert.equal(mergeFinding.source, 'check');
@@ -195,10 +192,7 @@ describe('forge group: the merge queue into the integration branch (real CLI pro
 
     // The failure reached the reopened coder as a finding (recorded like a check's; it stays open, the merge never held).
     const findings = await runner.run(['findings', `clash-${loser}`, '--json']);
-    const finding = findings.stdout
-      .split('\n')
-      .filter((l) => l.trim())
-      .map((l) => JSON.parse(l) as { description: string; source: string; status: string; recurrenceCount: number })
+    const finding = (JSON.parse(findings.stdout) as { description: string; source: string; status: string; recurrenceCount: number }[])
       .find((f) => f.description.startsWith('A verification check failed on the combined tree'));
     assert.ok(finding, findings.stdout);
     assert.equal(finding.source, 'check');

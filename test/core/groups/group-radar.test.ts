@@ -141,7 +141,8 @@ describe('groups: the conflict radar in the service (real database, real git wor
 
     // c writes shared.txt too: its next turn's usage shows it.
     await writeFile(join(worktrees.c!, 'shared.txt'), 'c\n');
-    emit({ type: 'loop.usage', loop: { projectId: P, name: 'g-c' } });
+    const zero = { inputTokens: 0, outputTokens: 0, reasoningTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, cost: 0 };
+    emit({ type: 'loop.usage', loop: { projectId: P, name: 'g-c' }, sessionId: 'ses_c', role: 'code', session: zero, total: zero });
     await nextOverlap(2);
     assert.deepEqual(overlaps[1], [{ file: 'shared.txt', features: ['a', 'b', 'c'], loops: ['g-a', 'g-b', 'g-c'] }]);
 

@@ -36,7 +36,7 @@ describe('forge goal with a contract: --check and --contains through the CLI (re
     assert.match(checkLines[2]!, /^\[adder-goal\] check PASS check 1: node test\.js \(exit 0, \d+\.\d s, final gate; iteration 2\)$/);
     assert.match(checkLines[3]!, /^\[adder-goal\] check PASS check 2: contains: add\.js/);
     assert.match(r.stdout, /auditing → coding \(checks_failed; iteration 2\)/);
-    assert.match(r.stdout, /ended: completed \(completed\) after 2 iterations/);
+    assert.match(r.stdout, /ended: completed after 2 iterations/);
 
     const fixer = script.firstRequests.find((q) => q.role === 'code' && q.nth === 2)!.request;
     assert.ok(fixer.lastUserText.includes('add(2, 3) must be 5'), "the failing check's output reached the coder");

@@ -72,7 +72,7 @@ describe('model text is inert in the CLI: hostile findings through the real CLI,
 
     const json = await w.runner.run(['findings', loop, '--json']);
     assertInert('forge findings --json', json.stdout);
-    const rows = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as { file: string; description: string; scenario: string });
+    const rows = JSON.parse(json.stdout) as Array<{ id: number; status: string; file: string; description: string; scenario: string }>;
     assert.deepEqual(rows.map((r) => [r.file, r.description, r.scenario]), [['README.md', DESCRIPTION, SCENARIO]]);
 
     for (const args of [['status'], ['status', loop], ['status', loop, '--json']]) {
@@ -80,5 +80,12 @@ describe('model text is inert in the CLI: hostile findings through the real CLI,
       assert.equal(status.code, 0, status.stderr);
       assertInert(`forge ${args.join(' ')}`, status.stdout + status.stderr);
     }
+
+    // Only the user's word resolves such a finding: `forge findings NAME --accept ID` dismisses it, for good.
+    const accepted = await w.runner.run(['findings', loop, '--accept', String(rows[0]!.id)]);
+    assert.equal(accepted.code, 0, accepted.stderr);
+    assert.match(accepted.stdout, new RegExp(`^Finding #${rows[0]!.id} of loop "${loop}": accepted \\(dismissed\\)`));
+    const after = JSON.parse((await w.runner.run(['findings', loop, '--json'])).stdout) as Array<{ id: number; status: string }>;
+    assert.equal(after.find((r) => r.id === rows[0]!.id)?.status, 'dismissed');
   });
 });

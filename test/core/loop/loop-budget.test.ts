@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { LoopRuntimeError, type LoopRuntimeEvent } from '../../../src/core/loop/runtime-types';
 import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
-import { httpError, toolCall, type ScriptedUsage } from '../../support/scripted-model';
+import { httpError, toolCall, toolCalls, type ScriptedUsage } from '../../support/scripted-model';
 import { MOCK_PROVIDER_ID } from '../../support/opencode-test-env';
 
 const PLAN = `# Greeting
@@ -49,7 +49,17 @@ describe('cost governor and restart on another model (real opencode, scripted mo
         return [toolCall('write', { filePath: join(wt(), 'greet.js'), content: 'exports.greet = () => "hello world";\n' }, EXPENSIVE), handoffCoder('wrote greet.js', EXPENSIVE)];
       }
       if (role === 'auditor' && nth === 1) {
-        return [toolCall('forge_review_write', { file: 'greet.js', line: 1, severity: 'bug', description: BUG, scenario: 'greet("bob")' }, EXPENSIVE), handoffAuditor('ignores the name', false, EXPENSIVE)];
+        // One model step with both calls: the audit crosses the budget only with its hand-over, so it
+        // pauses there (a step after it would be stopped inside the session, see the next test).
+        return [
+          toolCalls(
+            [
+              { name: 'forge_review_write', args: { file: 'greet.js', line: 1, severity: 'bug', description: BUG, scenario: 'greet("bob")' } },
+              { name: 'forge_loop_handoff', args: { summary: 'ignores the name', done: false, deviations: '', followUps: '' } },
+            ],
+            { input: 2 * EXPENSIVE.input, output: 2 * EXPENSIVE.output },
+          ),
+        ];
       }
       if (role === 'code' && nth === 2) {
         return [toolCall('write', { filePath: join(wt(), 'greet.js'), content: 'exports.greet = (name) => `hello ${name}`;\n' }), handoffCoder('fixed greet')];
@@ -120,6 +130,31 @@ describe('cost governor and restart on another model (real opencode, scripted mo
     assert.equal(finalLoop.terminationReason, 'completed');
     assert.equal((finalLoop.state as { budget?: { money: number } }).budget?.money, 10);
     assert.ok(repos.sessionUsage.totalsForLoop(h.projectId, 'greeting').cost >= spentAtPause.cost, 'the spend before the pause still counts');
+  });
+
+  it('the budget is a cap inside a session: a coder whose every step costs 20,000 tokens is stopped after the step that crossed it (issue 28)', async () => {
+    h = await createLoopHarness();
+    const wt = () => h.engine.runtime.get({ projectId: h.projectId, name: 'greeting' })!.worktreeDir!;
+    // Seven steps of 20,100 tokens each, then the hand-over: 140,700 tokens if nothing stops it.
+    const steps = () => Array.from({ length: 7 }, (_, i) => toolCall('write', { filePath: join(wt(), `step-${i + 1}.txt`), content: `${i + 1}\n` }, EXPENSIVE));
+    const script = sessionScript((role) => (role === 'code' ? [...steps(), handoffCoder('wrote them all')] : [handoffAuditor('fine')]));
+    h.model.setHandler(script.handler);
+    const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: PLAN, planSource: 'plan.md', budget: { tokens: 50_000 } });
+    const ended = await h.engine.runtime.waitForEnd(started);
+    assert.equal(ended.type === 'loop.ended' && ended.status, 'paused', JSON.stringify(ended));
+    const repos = createForgeRepositories(h.engine.db);
+    const spent = repos.sessionUsage.totalsForLoop(h.projectId, 'greeting');
+    const tokens = spent.inputTokens + spent.outputTokens + spent.reasoningTokens + spent.cacheReadTokens + spent.cacheWriteTokens;
+    // Crossed at the third step (60,300); at most the step under way when it was seen goes on top.
+    assert.ok(tokens >= 50_000 && tokens <= 50_000 + 2 * 20_100, `spent ${tokens} tokens of a 50,000 cap`);
+    const coderRequests = h.model.agentRequests.filter((r) => r.sessionId === script.firstRequests[0]!.request.sessionId).length;
+    assert.ok(coderRequests <= 4, `the coder made ${coderRequests} model requests; the session went on after the cap`);
+    assert.ok(!existsSync(join(wt(), 'step-5.txt')), 'the fifth step never ran');
+    const pause = h.events.find((e): e is Extract<LoopRuntimeEvent, { type: 'loop.budget' }> => e.type === 'loop.budget' && e.level === 'paused');
+    assert.match(pause?.message ?? '', /budget reached: the loop spent [\d,]+ tokens of 50,000 tokens \(tokens\)\. The coding session was stopped after its last model step and the loop is paused/);
+    const loop = h.engine.runtime.get(started)!;
+    assert.equal(loop.phase, 'coding', 'paused in the phase it was stopped in: a restart runs that session again');
+    assert.deepEqual(repos.attempts.listByLoop(h.projectId, 'greeting').map((a) => `${a.kind}:${a.outcome}`), ['coding:abandoned']);
   });
 
   it('restart --model after error_max_retries on a failing model completes on the new one, recorded on the attempts', async () => {

@@ -153,6 +153,50 @@ describe('forge_shell and forge_jobs: bwrap (real opencode, scripted model)', fu
   jobCases('bwrap', () => h);
 });
 
+/**
+ * Issue 28: a foreground hang (`echo; sleep`) with the agent's own long time-out: after the
+ * watchdog's kill the bash call returns to the model within seconds, with what it printed.
+ */
+function foregroundHangCase(label: string, harness: () => LoopHarness, thresholdMs: number): void {
+  it(`${label}: a foreground hang with the agent's own 15 min time-out returns to the model within seconds of the watchdog's kill`, async () => {
+    const h = harness();
+    h.settings['forge.watchdog.mode'] = 'kill';
+    const hung = token();
+    let calledAt = 0;
+    const command = `echo started; sleep ${hung}`;
+    const s = script((role) =>
+      role === 'auditor'
+        ? [auditorDone]
+        : [
+            () => {
+              calledAt = Date.now();
+              return toolCalls([{ id: 'hang-fg', name: 'bash', args: { command, description: 'hang in the foreground', timeout: 900_000 } }]);
+            },
+            async (req) => {
+              const waited = Date.now() - calledAt;
+              assert.ok(waited >= thresholdMs - 500, `the call returned after ${waited} ms, before the watchdog's threshold: it did not hang`);
+              assert.match(lastResult(req), /started/);
+              assert.deepEqual(processesWith(hung), [], 'the watchdog killed the sleep');
+              return coderHandoff;
+            },
+          ],
+    );
+    h.model.setHandler(s.handler);
+    const ref = await h.engine.runtime.start({ kind: 'goal', goal: 'hang in the foreground', repoPath: h.repo.dir, name: `watchdog-fg-${++loopCounter}` });
+    // Killed at the threshold: the call's result must reach the model soon after, not at the agent's time-out.
+    await eventually('the intervention', () => h.engine.repos.shellInterventions.listByLoop(ref.projectId, ref.name).length > 0, 120_000);
+    const killedAt = Date.now();
+    await eventually('the next model request after the kill', () => s.results.some((r) => r.includes('started')), 30_000);
+    const returnedAfter = Date.now() - killedAt;
+    const end = await h.engine.runtime.waitForEnd(ref);
+    assert.deepEqual(s.errors, []);
+    assert.equal(end.type === 'loop.ended' && end.status, 'completed', JSON.stringify(end));
+    const [row] = h.engine.repos.shellInterventions.listByLoop(ref.projectId, ref.name);
+    assert.equal(row!.action, 'killed', JSON.stringify(row));
+    assert.ok(returnedAfter < 30_000, `returned ${returnedAfter} ms after the kill`);
+  });
+}
+
 describe('shell-hang watchdog (real opencode, scripted model)', function () {
   this.timeout(5 * 60_000);
   let h: LoopHarness;
@@ -166,6 +210,8 @@ describe('shell-hang watchdog (real opencode, scripted model)', function () {
     });
   });
   after(async () => h?.close());
+
+  foregroundHangCase('unconfined', () => h, 3000);
 
   it('kills the processes of a builtin bash call that hangs behind a detached child at the threshold; the session continues', async () => {
     h.settings['forge.watchdog.mode'] = 'kill';
@@ -234,4 +280,25 @@ describe('shell-hang watchdog (real opencode, scripted model)', function () {
     assert.equal(end.type === 'loop.ended' && end.status, 'completed', JSON.stringify(end));
     assert.equal(h.engine.repos.shellInterventions.listByLoop(ref.projectId, ref.name).length, 1);
   });
+});
+
+describe('shell-hang watchdog: bwrap (real opencode, scripted model)', function () {
+  this.timeout(10 * 60_000);
+  let h: LoopHarness;
+  let dataDir: string;
+  before(async function () {
+    this.timeout(20 * 60_000);
+    bwrapPrereqs();
+    dataDir = mkdtempSync(path.join(sandboxTestTempRoot(), 'loop-shell-wd-'));
+    h = await createLoopHarness({
+      dataDir,
+      settings: { 'forge.sandbox.enabled': true, 'forge.sandbox.driver': 'bwrap', 'forge.sandbox.network': false, 'forge.watchdog.stallMs': 3000 },
+      shellWatchdogFloorMs: 500,
+    });
+  });
+  after(async () => {
+    await h?.close();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+  });
+  foregroundHangCase('bwrap', () => h, 3000);
 });

@@ -75,6 +75,15 @@ describe('plan validation (pure)', () => {
     assert.deepEqual(validatePlan('# P\n## A\nbody\n## Acceptance criteria\n- `true`').problems, []);
   });
 
+  it('a Verification part that runs nothing warns: prose only, a fence without a language (issue 28)', () => {
+    assert.deepEqual(codes(validatePlan('# P\n## A\nbody\n## Verification\n`node test.js` prints `ok`.').problems), ['warning:no-runnable-check@3']);
+    const fence = validatePlan('# P\n## A\nbody\n## Verification\nRun this:\n```\nnode test.js\n```\n').problems;
+    assert.deepEqual(codes(fence), ['warning:no-runnable-check@3', 'warning:unrun-block@5']);
+    assert.match(fence[1]!.message, /no language.*```sh/);
+    // A section's Verify: line is a check the final gate runs too: nothing to warn about.
+    assert.deepEqual(codes(validatePlan('# P\n## A\nbody\nVerify: `true`\n## Verification\nAll good when the tests pass.').problems), []);
+  });
+
   it('a Loop Name that will be changed says what it becomes; one with nothing usable says so', () => {
     const changed = validatePlan('# P\n\nLoop Name: My Feature!\n## A\nx\n## Verification\n- `true`');
     assert.deepEqual(codes(changed.problems), ['warning:loop-name-changed@2']);

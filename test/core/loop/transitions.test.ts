@@ -24,7 +24,7 @@ function state(phase: Phase, over: Partial<LoopState> = {}): LoopState {
 }
 
 const clean = { openBugsInSection: 0, openBugs: 0, openFindings: 0 };
-function handoff(role: 'code' | 'auditor', counts: Partial<typeof clean> = {}): LoopEvent {
+function handoff(role: 'code' | 'auditor', counts: Partial<typeof clean> & { sections?: { count: number; firstPending: number | null } } = {}): LoopEvent {
   return { type: 'handoff', role, ...clean, ...counts };
 }
 
@@ -274,6 +274,30 @@ describe('loop transition table', () => {
       const t = nextTransition(s, handoff('auditor'), limits);
       assert.equal(summary(t), 'advance:final_auditing');
       assert.deepEqual(t.kind === 'advance' && t.effects, [{ type: 'complete_section', index: 2 }]);
+    });
+
+    it('a section added by plan_adjust during the last section\'s audit is coded next, not skipped (issue 28)', () => {
+      const s = state('auditing', { sectionIndex: 2, sectionCount: 3, iteration: 4 });
+      const t = nextTransition(s, handoff('auditor', { sections: { count: 4, firstPending: 3 } }), limits);
+      assert.equal(summary(t), 'advance:coding');
+      assert.equal(t.kind === 'advance' && t.to.sectionIndex, 3);
+      assert.equal(t.kind === 'advance' && t.to.sectionCount, 4);
+      assert.deepEqual(t.kind === 'advance' && t.effects, [
+        { type: 'complete_section', index: 2 },
+        { type: 'start_section', index: 3 },
+      ]);
+      // Removed pending sections shrink the plan: the last one left goes to the final audit.
+      const shrunk = nextTransition(state('auditing', { sectionIndex: 1 }), handoff('auditor', { sections: { count: 2, firstPending: null } }), limits);
+      assert.equal(summary(shrunk), 'advance:final_auditing');
+    });
+
+    it('a loop never completes with a pending section: a clean final audit codes it first (issue 28)', () => {
+      const s = state('final_auditing', { sectionIndex: 2, iteration: 5 });
+      const t = nextTransition(s, handoff('auditor', { sections: { count: 4, firstPending: 3 } }), { ...limits, gate: { sectionChecks: [], finalChecks: 1 } });
+      assert.equal(summary(t), 'advance:coding');
+      assert.equal(t.kind === 'advance' && t.to.sectionIndex, 3);
+      assert.equal(t.kind === 'advance' && t.event, 'section_pending');
+      assert.equal(summary(nextTransition(s, handoff('auditor', { sections: { count: 3, firstPending: null } }), limits)), 'terminate:completed');
     });
 
     it('final audit with an open bug anywhere → final_audit_fix, then back to final audit', () => {
