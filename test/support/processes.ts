@@ -1,6 +1,7 @@
 // Process inspection for tests (Linux /proc): which processes work in a folder, and whose
 // descendants they are.
 import { readdir, readFile, readlink } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export interface WorkingProcess {
   readonly pid: number;
@@ -44,4 +45,18 @@ export async function processesRunning(command: string): Promise<number[]> {
     if (cmdline.split('\0').join(' ').trim() === command) found.push(Number(entry));
   }
   return found;
+}
+
+/** Pids of processes one of whose arguments is exactly `argument` (a test's unique `sleep` duration, say). */
+export function processesWithArgument(argument: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(argument)) pids.push(Number(entry));
+    } catch {
+      /* gone */
+    }
+  }
+  return pids;
 }

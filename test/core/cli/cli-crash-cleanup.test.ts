@@ -14,27 +14,17 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { useCliLoopWorld } from '../../support/cli-loop-world';
 import { bwrapPrereqs } from '../../support/sandbox-fixtures';
 import { sandboxPrefixForDataDir } from '../../../src/core/sandbox/manager';
+import { processesWithArgument } from '../../support/processes';
 
 const fence = '```';
 
-function processesWith(tag: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(tag)) pids.push(Number(entry));
-    } catch {
-      /* gone */
-    }
-  }
-  return pids;
-}
+const processesWith = processesWithArgument;
 
 /** Forge's cgroups of this data folder, in every hierarchy (v2 or v1). */
 function forgeCgroups(prefix: string): string[] {

@@ -9,30 +9,19 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { createLoopHarness, roleOf, type AgentRole, type LoopHarness } from '../../support/loop-harness';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
 import { text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
+import { processesWithArgument } from '../../support/processes';
 
 /** A `sleep` duration no other test uses: its command line identifies this test's processes. */
 function token(): string {
   return `86${randomInt(100, 999)}.${randomInt(100000, 999999)}`;
 }
 
-function processesWith(tag: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (cmd.includes(tag)) pids.push(Number(entry));
-    } catch {
-      /* gone */
-    }
-  }
-  return pids;
-}
+const processesWith = processesWithArgument;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

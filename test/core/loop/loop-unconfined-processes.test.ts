@@ -12,26 +12,15 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { createLoopHarness, roleOf, type LoopHarness } from '../../support/loop-harness';
 import { text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
 import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
+import { processesWithArgument } from '../../support/processes';
 
 /** A `sleep` duration no other test uses: its command line identifies this test's processes. */
 const token = () => `87${randomInt(100, 999)}.${randomInt(100000, 999999)}`;
 
-function processesWith(tag: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(tag)) pids.push(Number(entry));
-    } catch {
-      /* gone */
-    }
-  }
-  return pids;
-}
+const processesWith = processesWithArgument;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
