@@ -5,18 +5,12 @@ import type { CheckRunRow, LoopRow, ReviewFindingRow } from '../storage/reposito
 import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, Role, TerminationReason } from './state';
 
-/** Tokens and money of a session or a loop, as opencode reported them. */
-export interface UsageFigures {
-  inputTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  cost: number;
-}
 import type { Confinement } from '../sandbox/confinement';
 import type { GoalCheckOptions } from '../checks';
-import type { LoopBudget } from './budget';
+import type { LoopBudget, UsageTotalsLike } from './budget';
+
+/** Tokens and money of a session or a loop, as opencode reported them (the usage table's figures). */
+export type UsageFigures = UsageTotalsLike;
 
 export interface StartLoopRequest {
   kind: 'plan' | 'goal';
