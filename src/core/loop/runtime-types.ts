@@ -4,7 +4,6 @@
 import type { CheckRunRow, LoopRow, ReviewFindingRow } from '../storage/repositories';
 import type { MergeMode } from '../workspace';
 import type { LoopStatus, Phase, Role, TerminationReason } from './state';
-
 import type { Confinement } from '../sandbox/confinement';
 import type { GoalCheckOptions } from '../checks';
 import type { LoopBudget, UsageTotalsLike } from './budget';
