@@ -23,6 +23,9 @@ export interface StartProcessOptions {
    * started that did not leave the group; it also survives this process's terminal closing.
    */
   processGroup?: boolean;
+  /** Aborting it signals the process (group) with `killSignal` (default SIGTERM) while it runs. */
+  signal?: AbortSignal;
+  killSignal?: NodeJS.Signals;
 }
 
 export interface ProcessExit {
@@ -88,14 +91,17 @@ export function startProcess(program: string, args: readonly string[], options: 
   const exited = new Promise<ProcessExit>((resolve) => child.once('exit', (exitCode, signal) => resolve({ exitCode, signal })));
   const closed = new Promise<ProcessExit>((resolve) => child.once('close', (exitCode, signal) => resolve({ exitCode, signal })));
   const group = options.processGroup === true;
-  return {
-    child,
-    pid: child.pid,
-    exited,
-    closed,
-    spawnFailed,
-    kill: (signal) => (group ? signalProcessGroup(child.pid, signal) : signalProcess(child.pid, signal)),
-  };
+  const kill = (signal: NodeJS.Signals) => (group ? signalProcessGroup(child.pid, signal) : signalProcess(child.pid, signal));
+  const cancel = options.signal;
+  if (cancel && child.pid !== undefined) {
+    const onAbort = () => kill(options.killSignal ?? 'SIGTERM');
+    if (cancel.aborted) onAbort();
+    else {
+      cancel.addEventListener('abort', onAbort, { once: true });
+      void exited.then(() => cancel.removeEventListener('abort', onAbort));
+    }
+  }
+  return { child, pid: child.pid, exited, closed, spawnFailed, kill };
 }
 
 export interface RunProcessOptions {
