@@ -59,7 +59,7 @@ export interface StartedProcess {
   readonly closed: Promise<ProcessExit>;
   /** Resolves if, and only if, the process could not be started. */
   readonly spawnFailed: Promise<ProcessSpawnError>;
-  /** Signals the child's process group (with `processGroup`), else the child; a process already gone is fine. */
+  /** Signals the child's process group (with `processGroup`, also after the child exited), else the child while it runs. */
   kill(signal: NodeJS.Signals): void;
 }
 
@@ -91,7 +91,12 @@ export function startProcess(program: string, args: readonly string[], options: 
   const exited = new Promise<ProcessExit>((resolve) => child.once('exit', (exitCode, signal) => resolve({ exitCode, signal })));
   const closed = new Promise<ProcessExit>((resolve) => child.once('close', (exitCode, signal) => resolve({ exitCode, signal })));
   const group = options.processGroup === true;
-  const kill = (signal: NodeJS.Signals) => (group ? signalProcessGroup(child.pid, signal) : signalProcess(child.pid, signal));
+  // A group may outlive its leader (what it started), so it is signalled even after the exit; a
+  // lone child is not, once it exited and was reaped (its pid may be someone else's by then).
+  const kill = (signal: NodeJS.Signals) => {
+    if (group) signalProcessGroup(child.pid, signal);
+    else if (child.exitCode === null && child.signalCode === null) signalProcess(child.pid, signal);
+  };
   const cancel = options.signal;
   if (cancel && child.pid !== undefined) {
     const onAbort = () => kill(options.killSignal ?? 'SIGTERM');
@@ -241,13 +246,16 @@ export function runProcessSync(program: string, args: readonly string[], options
   return result.error || result.status !== 0 ? null : result.stdout;
 }
 
-/** Signals the process group led by `pid`, falling back to the process alone; a process already gone is fine. */
+/**
+ * Signals the process group led by `pid`; a group already gone is fine. No fall-back to the pid
+ * alone: once its group is gone the pid may belong to an unrelated process.
+ */
 export function signalProcessGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   if (!pid) return;
   try {
     process.kill(-pid, signal);
   } catch {
-    signalProcess(pid, signal);
+    // ESRCH: the group is gone.
   }
 }
 
