@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ProcessSpawnError, resolveOnPath, runProcess, runProcessSync, startProcess } from '../../../src/core/process/process-runner';
@@ -68,5 +68,21 @@ describe('process runner (real processes)', function () {
     assert.equal(resolveOnPath('sh', '/nonexistent:/bin'), '/bin/sh');
     assert.equal(resolveOnPath('forge-no-such-program', '/bin'), 'forge-no-such-program');
     assert.equal(resolveOnPath('./x/sh', '/bin'), './x/sh');
+  });
+});
+
+describe('process runner is the only place that spawns', () => {
+  it('no other engine or CLI file imports node:child_process', () => {
+    const root = path.join(__dirname, '../../../src');
+    const offenders: string[] = [];
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const file = path.join(dir, entry.name);
+        if (entry.isDirectory()) walk(file);
+        else if (/\.tsx?$/.test(entry.name) && /from ['"](node:)?child_process['"]/.test(readFileSync(file, 'utf8'))) offenders.push(path.relative(root, file));
+      }
+    };
+    walk(root);
+    assert.deepEqual(offenders, ['core/process/process-runner.ts'], 'spawn through src/core/process/process-runner.ts instead');
   });
 });
