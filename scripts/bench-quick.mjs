@@ -5,7 +5,7 @@
 // benchmark has its own overall time-out and names the step it waited in; this prints how long
 // each took and, at the end, which failed.
 //
-//   node scripts/bench-quick.mjs [name …]   (names: storage opencode loop sandbox gate shell ui parallel)
+//   node scripts/bench-quick.mjs [name …]   (names: storage opencode loop sandbox gate shell process ui parallel)
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,7 @@ const BENCHES = [
   ['sandbox', 'bench/sandbox.mjs'],
   ['gate', 'bench/gate.mjs'],
   ['shell', 'bench/shell.mjs'],
+  ['process', 'bench/process-spawn.mjs'],
   ['ui', 'bench/ui-scale.mjs'],
   ['parallel', 'bench/parallel.mjs'],
 ];

@@ -12,12 +12,3 @@ export const CHECK_MARKER_VARIABLE = 'FORGE_CHECK_RUN';
 export function signalMarkedProcesses(marker: string, signal: NodeJS.Signals): number {
   return signalMarkedProcessesWith(CHECK_MARKER_VARIABLE, marker, signal);
 }
-
-/** Signals a process group; a group already gone is fine. */
-export function signalProcessGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: the group is gone.
-  }
-}

@@ -3,14 +3,14 @@
  * (file-assertions.ts, in Node, confined to the worktree). The thin I/O side of the gate; what a result means is
  * evaluate.ts's business.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { isSecretVariableName } from '../sandbox/host-shell';
 import { shellQuote } from '../sandbox/process';
 import type { SandboxRuntime } from '../sandbox/types';
 import { OutputTail } from './output-tail';
-import { CHECK_MARKER_VARIABLE, signalMarkedProcesses, signalProcessGroup } from './process-marker';
+import { CHECK_MARKER_VARIABLE, signalMarkedProcesses } from './process-marker';
+import { signalProcessGroup, startProcess } from '../process/process-runner';
 import { evaluateFileCheck } from './file-assertions';
 import type { CheckResult, CheckSpec, CheckStatus } from './types';
 
@@ -199,26 +199,20 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
     const tail = new OutputTail(request.maxOutputBytes);
     // The outer bash only points stderr at stdout and becomes the check's bash (`$0` is "bash",
     // so messages read `bash: line 1: nosuch: command not found`).
-    const child = spawn('bash', ['-c', 'exec bash -c -- "$1" 2>&1', 'forge-check', request.command], {
-      cwd: request.cwd,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const spawnFailed = new Promise<Error>((resolve) => child.once('error', resolve));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.once('exit', (code, signal) => resolve({ code, signal })),
-    );
+    const started = startProcess('bash', ['-c', 'exec bash -c -- "$1" 2>&1', 'forge-check', request.command], { cwd: request.cwd, env, processGroup: true });
+    const child = started.child;
+    const { spawnFailed } = started;
+    const exited = started.exited.then(({ exitCode, signal }) => ({ code: exitCode, signal }));
     let openStreams = 2;
     let streamsClosed!: () => void;
     const allStreamsClosed = new Promise<void>((resolve) => (streamsClosed = resolve));
-    for (const stream of [child.stdout, child.stderr]) {
+    for (const stream of child ? [child.stdout!, child.stderr!] : []) {
       stream.on('data', (chunk: Buffer) => tail.push(chunk));
       stream.once('close', () => {
         if (--openStreams === 0) streamsClosed();
       });
     }
-    const pid = child.pid;
+    const pid = started.pid;
     const killAll = (signal: NodeJS.Signals) => {
       if (pid !== undefined) signalProcessGroup(pid, signal);
       return signalMarkedProcesses(marker, signal);
@@ -269,8 +263,8 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
     clearTimeout(drainTimer);
     if (!drained) {
       // Held open by a process that dropped Forge's marker from its environment: stop reading.
-      child.stdout.destroy();
-      child.stderr.destroy();
+      child?.stdout?.destroy();
+      child?.stderr?.destroy();
       note = 'a process it started, which Forge could not find to stop, kept its output open';
     }
     executorOptions.onPeakHeldBytes?.(tail.peakHeldBytes);

@@ -9,11 +9,11 @@
  * matching new output, `idle_ms` without output, or `max_wait_ms`. Jobs belong to the loop:
  * `dispose()` (the loop's scope ending) kills every job's whole process tree.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { findMarkedProcesses, signalMarkedProcesses } from '../process/marked-processes';
+import { startProcess, type StartedProcess } from '../process/process-runner';
 import { isSecretVariableName } from '../sandbox/host-shell';
 import {
   compileSuccessPattern,
@@ -66,7 +66,7 @@ export class JobRequestError extends Error {}
 
 interface Job {
   summary: JobSummary;
-  child: ChildProcess;
+  process: StartedProcess;
   mark: string;
   logFd: number | null;
   tail: string;
@@ -207,10 +207,10 @@ export class LoopJobs {
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(this.options.baseEnv)) if (v !== undefined && !isSecretVariableName(k)) env[k] = v;
     env[JOB_MARKER_VARIABLE] = mark;
-    const child = spawn(this.options.shellPath, ['-c', command], { cwd: this.options.cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const started = startProcess(this.options.shellPath, ['-c', command], { cwd: this.options.cwd, env, processGroup: true });
     const job: Job = {
       summary: { id, command, state: 'running', exitCode: null, signal: null, startedAt: Date.now(), endedAt: null, outputBytes: 0, logPath },
-      child,
+      process: started,
       mark,
       logFd: openSync(logPath, 'w', 0o600),
       tail: '',
@@ -236,13 +236,13 @@ export class LoopJobs {
       }
       wakeAll();
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    started.child?.stdout?.on('data', onData);
+    started.child?.stderr?.on('data', onData);
     // Completion is the exit event: the pipes may stay open behind a detached child.
     job.exited = new Promise<void>((resolve) => {
-      child.once('exit', (code, signal) => {
+      void started.exited.then(({ exitCode, signal }) => {
         if (job.summary.state === 'running') job.summary.state = 'exited';
-        job.summary.exitCode = code;
+        job.summary.exitCode = exitCode;
         job.summary.signal = signal;
         job.summary.endedAt = Date.now();
         // Output already in the pipe arrives right after exit: give it a moment before waking.
@@ -251,7 +251,7 @@ export class LoopJobs {
           wakeAll();
         }, 20);
       });
-      child.once('error', (error) => {
+      void started.spawnFailed.then((error) => {
         onData(Buffer.from(`forge: could not start the shell: ${error.message}\n`));
         job.summary.state = 'exited';
         job.summary.exitCode = 127;
@@ -261,7 +261,7 @@ export class LoopJobs {
       });
     });
     this.byId.set(id, job);
-    this.options.log?.(`[jobs ${this.options.loopName}] ${id} started (pid ${child.pid ?? '?'}): ${command.slice(0, 200)}`);
+    this.options.log?.(`[jobs ${this.options.loopName}] ${id} started (pid ${started.pid ?? '?'}): ${command.slice(0, 200)}`);
     return job;
   }
 
@@ -270,13 +270,7 @@ export class LoopJobs {
     const wasRunning = job.summary.state === 'running';
     if (wasRunning) job.summary.state = 'killed';
     const sweep = () => {
-      if (job.child.pid) {
-        try {
-          process.kill(-job.child.pid, 'SIGKILL');
-        } catch {
-          /* group gone */
-        }
-      }
+      job.process.kill('SIGKILL');
       signalMarkedProcesses(JOB_MARKER_VARIABLE, job.mark, 'SIGKILL');
     };
     sweep();
@@ -288,8 +282,8 @@ export class LoopJobs {
       left = findMarkedProcesses(JOB_MARKER_VARIABLE, job.mark).length;
     }
     if (job.summary.endedAt === null) job.summary.endedAt = Date.now();
-    job.child.stdout?.destroy();
-    job.child.stderr?.destroy();
+    job.process.child?.stdout?.destroy();
+    job.process.child?.stderr?.destroy();
     if (wasRunning) this.options.log?.(`[jobs ${this.options.loopName}] ${job.summary.id} killed${left ? ` (${left} processes left)` : ''}`);
     for (const w of [...job.wake]) w();
     return left;

@@ -14,8 +14,8 @@
  * opencode's main process, not the tools it started; and rather than a node script: the
  * extension host's executable is not node, and a shell costs a few hundred kilobytes.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { startProcess } from '../process/process-runner';
 
 /** How often the guardian looks at its parent (seconds). */
 export const GUARDIAN_POLL_SECONDS = 0.5;
@@ -67,37 +67,20 @@ export interface ServerGuardian {
  */
 export function startServerGuardian(serverPid: number, markerLine: string, env: Record<string, string>): ServerGuardian | undefined {
   if (process.platform === 'win32' || !existsSync('/bin/sh')) return undefined;
-  let child: ChildProcess;
-  try {
-    child = spawn('/bin/sh', ['-c', GUARDIAN_SCRIPT, 'forge-opencode-guardian', String(process.pid), String(serverPid), markerLine], {
-      detached: true,
-      stdio: 'ignore',
-      env,
-    });
-  } catch {
-    return undefined;
-  }
-  child.on('error', () => {});
-  child.unref();
-  const exited = new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once('exit', () => resolve());
+  const guardian = startProcess('/bin/sh', ['-c', GUARDIAN_SCRIPT, 'forge-opencode-guardian', String(process.pid), String(serverPid), markerLine], {
+    processGroup: true,
+    output: 'ignore',
+    env,
   });
+  if (!guardian.child || guardian.pid === undefined) return undefined;
+  guardian.child.unref();
+  const exited = Promise.race([guardian.exited, guardian.spawnFailed]);
   return {
-    pid: child.pid,
+    pid: guardian.pid,
     async stop() {
       // Its whole group: the guardian's `sleep` between two polls would otherwise outlive it by
       // up to a poll interval, a process of Forge's still running after the loop ended.
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-        else child.kill('SIGKILL');
-      } catch {
-        try {
-          child.kill('SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }
+      guardian.kill('SIGKILL');
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     },
   };

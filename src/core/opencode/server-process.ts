@@ -23,13 +23,13 @@
 import { signalMarkedProcesses } from '../process/marked-processes';
 import { findOpencodeOnPath, opencodeNotFoundMessage } from './binary-discovery';
 import { startServerGuardian } from './server-guardian';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { arch, platform, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
+import { signalProcessGroup, startProcess } from '../process/process-runner';
 
 export interface OpencodeEndpoint {
   /** `http://127.0.0.1:PORT` */
@@ -268,20 +268,12 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
   });
   env[PROCESS_MARKER_VARIABLE] = marker;
   const args = ['serve', '--hostname', '127.0.0.1', '--port', String(port), '--print-logs', '--log-level', options.logLevel ?? 'WARN'];
-  let child: ChildProcess;
-  try {
-    child = spawn(options.binaryPath, args, { cwd: options.cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (error) {
-    throw new OpencodeStartError(`Could not start opencode (${options.binaryPath}): ${String(error)}`, '');
-  }
+  const started = startProcess(options.binaryPath, args, { cwd: options.cwd, env, processGroup: true });
+  const child = started.child;
+  if (!child) throw new OpencodeStartError(`Could not start opencode (${options.binaryPath}): ${String((await started.spawnFailed).cause)}`, '');
   let tail = '';
   let exit: OpencodeExit | undefined;
-  const exited = new Promise<OpencodeExit>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exit = { code, signal };
-      resolve(exit);
-    });
-  });
+  const exited = started.exited.then(({ exitCode, signal }) => (exit = { code: exitCode, signal }));
   const lineBuffers = { stdout: '', stderr: '' };
   const onData = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
     const text = chunk.toString('utf8');
@@ -297,20 +289,20 @@ export async function startOpencodeProcess(options: OpencodeProcessOptions): Pro
   const listeners = new Set<(line: string) => void>();
   child.stdout?.on('data', onData('stdout'));
   child.stderr?.on('data', onData('stderr'));
-  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+  const spawnError = started.spawnFailed;
 
-  const pid = child.pid;
+  const pid = started.pid;
   // Kills the server should Forge die without stopping it (a SIGKILL, a crash of the host).
   const { [PROCESS_MARKER_VARIABLE]: _marker, ...guardianEnv } = env;
   void _marker;
   const guardian = pid === undefined ? undefined : startServerGuardian(pid, `${PROCESS_MARKER_VARIABLE}=${marker}`, guardianEnv);
   const stop = async (graceMs = 5_000) => {
     if (pid === undefined) return;
-    signalGroup(pid, 'SIGTERM');
+    signalProcessGroup(pid, 'SIGTERM');
     const timer = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), graceMs).unref());
     await Promise.race([exited, timer]);
     // Whatever the main process did, nothing of its group may survive it.
-    signalGroup(pid, 'SIGKILL');
+    signalProcessGroup(pid, 'SIGKILL');
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     // SIGKILL is delivered, not awaited: a killed child can still be tearing down (holding its
     // working folder, which the caller may be about to remove) when the main process has exited.
@@ -432,20 +424,12 @@ export function describeOpencodeError(body: string): string {
   }
 }
 
-function signalGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: the group is already gone.
-  }
-}
-
 /**
  * Kills a server's process group and every process carrying its marker, synchronously (usable
  * in exit handlers and after a crash).
  */
 export function killServerProcessesNow(pid: number, marker: string): void {
-  signalGroup(pid, 'SIGKILL');
+  signalProcessGroup(pid, 'SIGKILL');
   killMarkedProcesses(marker);
 }
 

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { startProcess } from '../process/process-runner';
 import { promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { SandboxLimits } from './types';
@@ -302,8 +302,7 @@ async function joinProbe(dir: string): Promise<string | null> {
     return `cannot create the cgroup ${dir} (${errCode(e)})`;
   }
   const procsFile = path.join(dir, 'cgroup.procs');
-  const probe = spawn('sleep', ['30'], { stdio: 'ignore' });
-  probe.on('error', () => undefined);
+  const probe = startProcess('sleep', ['30'], { output: 'ignore' });
   try {
     if (!probe.pid) throw Object.assign(new Error('could not start a probe process'), { code: 'ESPAWN' });
     await fs.writeFile(procsFile, String(probe.pid));

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { startProcess } from '../process/process-runner';
 import { SandboxError } from './types';
 import type { OciEngine } from './oci-driver';
 
@@ -23,35 +23,34 @@ export async function buildImage(options: BuildImageOptions): Promise<{ tag: str
   const binary = options.binary ?? options.engine;
   const args = ['build', '--tag', tag, options.contextDir];
   const tail: string[] = [];
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(binary, args, {
-      env: options.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      signal: options.signal,
-    });
-    const onText = (() => {
-      let partial = '';
-      return (chunk: Buffer) => {
-        const lines = (partial + chunk.toString('utf8')).split('\n');
-        partial = lines.pop() ?? '';
-        for (const line of lines) {
-          tail.push(line);
-          if (tail.length > 20) tail.shift();
-          options.onLog?.(line);
-        }
-      };
-    })();
-    child.stdout.on('data', onText);
-    child.stderr.on('data', onText);
-    child.on('error', (e) =>
-      reject(
-        (e as NodeJS.ErrnoException).code === 'ENOENT'
-          ? new SandboxError(`${binary} is not installed: install ${options.engine} to build the sandbox image.`, 'unavailable')
-          : e,
-      ),
-    );
-    child.on('close', resolve);
+  const started = startProcess(binary, args, {
+    env: options.env ?? process.env,
+    ...(options.signal ? { signal: options.signal } : {}),
   });
+  const onText = (() => {
+    let partial = '';
+    return (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        options.onLog?.(line);
+      }
+    };
+  })();
+  started.child?.stdout?.on('data', onText);
+  started.child?.stderr?.on('data', onText);
+  const first = await Promise.race([started.closed.then((exit) => ({ exit })), started.spawnFailed.then((error) => ({ error }))]);
+  if ('error' in first) {
+    throw first.error.kind === 'program-not-found'
+      ? new SandboxError(`${binary} is not installed: install ${options.engine} to build the sandbox image.`, 'unavailable')
+      : first.error;
+  }
+  if (options.signal?.aborted) {
+    throw Object.assign(new Error('The operation was aborted', { cause: options.signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' });
+  }
+  const code = first.exit.exitCode;
   if (code !== 0) {
     throw new SandboxError(
       `Building the sandbox image ${tag} with ${options.engine} failed (exit ${code}). Last output:\n${tail.join('\n')}`,

@@ -1,5 +1,4 @@
-import { existsSync } from 'node:fs';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { ProcessSpawnError, runProcess } from '../process/process-runner';
 import { WorkspaceError } from './workspace-error';
 import { hardenedGitArgv, hardenedGitEnv, type HardenedGitTarget } from './git-hardening';
 
@@ -66,13 +65,13 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
   Object.assign(env, { LC_ALL: 'C', LANGUAGE: 'C', GIT_TERMINAL_PROMPT: '0', GIT_EDITOR: 'true', GIT_MERGE_AUTOEDIT: 'no' });
 
   function spawnFailure(cwd: string, args: string[], error: unknown): WorkspaceError {
-    const code = (error as NodeJS.ErrnoException | null)?.code;
+    const kind = error instanceof ProcessSpawnError ? error.kind : 'failed';
     const message = error instanceof Error ? error.message : String(error);
-    // spawn says ENOENT both for a missing git and for a missing working folder.
-    if (code === 'ENOENT' && !existsSync(cwd)) {
+    // spawn says ENOENT both for a missing git and for a missing working folder; the runner tells them apart.
+    if (kind === 'cwd-not-found') {
       return new WorkspaceError('path_not_found', `The folder ${cwd} does not exist. Check the path and try again.`, { cause: error });
     }
-    if (code === 'ENOENT') {
+    if (kind === 'program-not-found') {
       return new WorkspaceError('git_not_found', 'Forge could not run git: it is not installed or not on PATH. Install git and try again.', { cause: error });
     }
     return new WorkspaceError('git_failed', `Forge could not run git ${args.join(' ')} in ${cwd}: ${message}`, { cause: error });
@@ -87,39 +86,21 @@ export function createGitRunner(options: GitRunnerOptions = {}): GitRunner {
     return spawnGit(cwd, args, argv, target ? worktreeEnv : env);
   }
 
-  function spawnGit(cwd: string, args: string[], argv: string[], childEnv: Record<string, string>): Promise<GitResult> {
-    return new Promise<GitResult>((resolve, reject) => {
-      let settled = false;
-      const fail = (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        reject(spawnFailure(cwd, args, error));
-      };
-      let child: ChildProcess;
-      try {
-        // No shell: every argument reaches git as it is. No stdin: git never waits for input.
-        child = spawn('git', argv, { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
-      } catch (error) {
-        fail(error);
-        return;
-      }
-      const stdout: Buffer[] = [];
-      const stderr: Buffer[] = [];
-      child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-      child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-      child.once('error', fail);
-      // 'close': the process has exited and both pipes are drained.
-      child.once('close', (code, signal) => {
-        if (settled) return;
-        settled = true;
-        const errText = Buffer.concat(stderr).toString('utf8');
-        resolve({
-          exitCode: code ?? 128,
-          stdout: Buffer.concat(stdout).toString('utf8'),
-          stderr: code === null ? `${errText}${errText && !errText.endsWith('\n') ? '\n' : ''}git was stopped by ${signal ?? 'a signal'}` : errText,
-        });
-      });
-    });
+  async function spawnGit(cwd: string, args: string[], argv: string[], childEnv: Record<string, string>): Promise<GitResult> {
+    let result;
+    try {
+      // No shell: every argument reaches git as it is. No stdin: git never waits for input.
+      // No output cap: a diff or a log is returned whole.
+      result = await runProcess('git', argv, { cwd, env: childEnv, stdin: 'ignore', maxOutputBytes: Number.POSITIVE_INFINITY });
+    } catch (error) {
+      throw spawnFailure(cwd, args, error);
+    }
+    const errText = result.stderr;
+    return {
+      exitCode: result.exitCode ?? 128,
+      stdout: result.stdout,
+      stderr: result.exitCode === null ? `${errText}${errText && !errText.endsWith('\n') ? '\n' : ''}git was stopped by ${result.signal ?? 'a signal'}` : errText,
+    };
   }
 
   async function ok(cwd: string, args: string[], runOptions?: GitRunOptions): Promise<string> {

@@ -8,12 +8,12 @@
  * only ever compared against it, never followed.
  */
 import { createHash } from 'node:crypto';
-import { execFile } from 'node:child_process';
 import { lstat, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gitFileContent, hardenedGitEnv, parseDriverNames, parseGitFile, type HardenedGitTarget } from './git-hardening';
 import { WorkspaceError } from './workspace-error';
 import { isInside } from './workspace-paths';
+import { runProcess } from '../process/process-runner';
 
 /** One way a worktree breaks the invariants. */
 export interface WorktreeIntegrityProblem {
@@ -67,10 +67,12 @@ export function createWorktreeGitDirs(options: WorktreeGitDirsOptions = {}): Wor
   /** Per git dir: a fingerprint of what configures or hooks git, taken when first seen. */
   const fingerprints = new Map<string, string>();
 
+  /** The names only, so 1 MiB is plenty; a git that cannot run reads as none. */
   function gitConfigNames(gitDir: string): Promise<string> {
-    return new Promise((resolve) => {
-      execFile('git', [`--git-dir=${gitDir}`, 'config', '--name-only', '--get-regexp', '^(filter|merge)\\.'], { env, windowsHide: true }, (_e, stdout) => resolve(String(stdout ?? '')));
-    });
+    return runProcess('git', [`--git-dir=${gitDir}`, 'config', '--name-only', '--get-regexp', '^(filter|merge)\\.'], { env, stdin: 'ignore', maxOutputBytes: 1024 * 1024 }).then(
+      (r) => r.stdout,
+      () => '',
+    );
   }
 
   async function fingerprint(gitDir: string, commonDir: string): Promise<string> {
