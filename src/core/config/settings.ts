@@ -63,6 +63,12 @@ const settingSpecs = {
     description:
       'What a completed loop does with its branch: never (keep it for review), fast-forward the base branch when possible, or merge into it. Never forced; the branch is never deleted.',
   },
+  'forge.accept.strategy': {
+    schema: z.enum(['merge-commit', 'squash']),
+    default: 'merge-commit' as 'merge-commit' | 'squash',
+    description:
+      'How Accept Loop (forge accept) brings a loop branch into its base branch when the base cannot be fast-forwarded: merge-commit (a merge commit) or squash (one commit). A fast-forward is used whenever possible.',
+  },
   'forge.loop.postAction': {
     schema: z.string().check(z.maxLength(20_000)),
     default: '',
