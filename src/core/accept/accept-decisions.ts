@@ -4,7 +4,7 @@
  * known git host for a pushed branch. No I/O.
  */
 import type { MergeResult } from '../workspace/worktree-types';
-import type { LoopAcceptHow } from '../storage/repositories/loop-accepts-repository';
+import type { LoopAcceptHow, LoopAcceptRow } from '../storage/repositories/loop-accepts-repository';
 
 /** When the base cannot be fast-forwarded: a merge commit, or one squashed commit. */
 export type AcceptStrategy = 'merge-commit' | 'squash';
@@ -74,4 +74,11 @@ export function compareUrl(remoteUrl: string, branch: string, base: string | nul
     case 'bitbucket.org':
       return `${root}/pull-requests/new?source=${encodeURIComponent(branch)}${base ? `&dest=${encodeURIComponent(base)}` : ''}`;
   }
+}
+
+/** One line of an accept record, for `forge status NAME` and the dashboard. */
+export function describeAccept(a: LoopAcceptRow): string {
+  const when = new Date(a.at).toISOString().replace('T', ' ').slice(0, 16);
+  const where = a.how === 'push' ? `pushed to ${a.remote}` : `${a.how} into ${a.intoBranch}`;
+  return `${where}${a.commit ? ` (${a.commit.slice(0, 12)})` : ''} by ${a.acceptedBy}, ${when} UTC`;
 }

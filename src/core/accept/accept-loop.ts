@@ -20,7 +20,9 @@ export interface AcceptDeps {
 
 export type AcceptOutcome =
   | { kind: 'accepted'; message: string; record: LoopAcceptRow }
-  | { kind: 'refused'; message: string };
+  | { kind: 'refused'; message: string }
+  /** Its work is in the base already (accepted before, since it last ran): nothing changed. */
+  | { kind: 'already'; message: string };
 
 /** Why `loop` cannot be accepted now, or null. */
 export function acceptRefusal(loop: Pick<LoopRow, 'name' | 'status' | 'branch' | 'repoDir'>): string | null {
@@ -33,13 +35,17 @@ export function acceptRefusal(loop: Pick<LoopRow, 'name' | 'status' | 'branch' |
 export async function acceptLoop(deps: AcceptDeps, loop: LoopRow, strategy: AcceptStrategy): Promise<AcceptOutcome> {
   const refusal = acceptRefusal(loop);
   if (refusal) return { kind: 'refused', message: refusal };
+  const previous = deps.repos.accepts.listByLoop(loop.projectId, loop.name).filter((a) => a.how !== 'push').at(-1);
+  if (previous && previous.at >= (loop.endedAt ?? loop.updatedAt)) {
+    return { kind: 'already', message: `Loop "${loop.name}" was accepted already (${previous.how} into ${previous.intoBranch}${previous.commit ? `, ${previous.commit.slice(0, 12)}` : ''}); nothing to merge.` };
+  }
   const result = await deps.worktrees.mergeIntoBase(
     { repoDir: loop.repoDir!, branch: loop.branch!, baseBranch: loop.baseBranch, loopName: loop.name },
     'merge',
     { squash: strategy === 'squash', ...(strategy === 'squash' ? { message: `forge: ${loop.name} (squashed ${loop.branch})` } : {}) },
   );
   const how = acceptHowOf(result, strategy);
-  if (how === null) return { kind: 'refused', message: result.message };
+  if (how === null) return { kind: result.kind === 'kept' && result.message.includes('already contains') ? 'already' : 'refused', message: result.message };
   const record = deps.repos.accepts.append(loop.projectId, { loopName: loop.name, acceptedBy: deps.user, how, intoBranch: loop.baseBranch, remote: null, commit: result.commit ?? null });
   return { kind: 'accepted', message: result.message, record };
 }
@@ -90,11 +96,4 @@ export async function pushLoop(deps: Pick<AcceptDeps, 'repos' | 'user'>, git: Us
   const url = compareUrl(remoteUrl.stdout.trim(), branch, loop.baseBranch);
   const record = deps.repos.accepts.append(loop.projectId, { loopName: loop.name, acceptedBy: deps.user, how: 'push', intoBranch: null, remote, commit });
   return { kind: 'accepted', message: `Pushed ${branch} to ${remote} (${commit.slice(0, 12)}).${url ? ` Open a pull request: ${url}` : ''}`, record, url };
-}
-
-/** One line of an accept record, for `forge status NAME` and the dashboard. */
-export function describeAccept(a: LoopAcceptRow): string {
-  const when = new Date(a.at).toISOString().replace('T', ' ').slice(0, 16);
-  const where = a.how === 'push' ? `pushed to ${a.remote}` : `${a.how} into ${a.intoBranch}`;
-  return `${where}${a.commit ? ` (${a.commit.slice(0, 12)})` : ''} by ${a.acceptedBy}, ${when} UTC`;
 }
