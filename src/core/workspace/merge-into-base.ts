@@ -187,7 +187,8 @@ export function createMergeIntoBase(ctx: MergeContext) {
       const dir = checkout.path;
       const dirty = await dirtyReason(git, dir);
       if (dirty !== null) {
-        log.warn(`workspace: not merging ${branch}: ${dirty}`);
+        // Info, not warn: every caller reports the refusal it returns (once, in its own words).
+        log.info(`workspace: not merging ${branch}: ${dirty}`);
         return {
           kind: 'refused',
           message: `Forge did not merge ${branch} into ${baseBranch}: ${dirty}, and Forge never touches a working tree with uncommitted work. ${keep} Commit or stash your changes, then run: git merge ${branch}`,
@@ -208,7 +209,7 @@ export function createMergeIntoBase(ctx: MergeContext) {
         const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
         if (await pathExists(mergeHead)) await git.ok(dir, ['merge', '--abort']);
         const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
-        log.warn(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
+        log.info(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
         return conflicts.length > 0
           ? {
               kind: 'refused',
@@ -233,7 +234,7 @@ export function createMergeIntoBase(ctx: MergeContext) {
     const label = loop.loopName ?? branch.slice(LOOP_BRANCH_PREFIX.length).replace(/[^a-z0-9-]/g, '-');
     const result = await mergeWithoutCheckout(ctx, repoDir, baseBranch, baseTip, branch, mergeMessage, label);
     if (result.kind === 'merged') log.info(`workspace: ${result.message}`);
-    else log.warn(`workspace: ${result.message}`);
+    else log.info(`workspace: ${result.message}`);
     return result;
   };
 }
