@@ -140,7 +140,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     ],
   },
   accept: {
-    summary: "accept a loop's work: merge its branch into the branch it started from, or push it",
+    summary: "merge a loop's branch into its base branch, or push it",
     forms: [
       { usage: 'forge accept NAME [--squash | --merge-commit] [--remove]', does: 'fast-forward the base branch when possible, else a merge commit or a squash', options: ['squash', 'merge-commit', 'remove'], example: ['accept', 'l1'] },
       { usage: 'forge accept NAME --push REMOTE', does: "push the loop's branch with your own git and print the compare / pull-request URL (github.com, gitlab.com, bitbucket.org)", options: ['push'], example: ['accept', 'l1', '--push', 'origin'] },
