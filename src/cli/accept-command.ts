@@ -3,22 +3,12 @@
  * REMOTE` (issue 29 item 4): the loop's work merged into the branch it started from, or its
  * branch pushed with the user's own git; refusals are one line and change nothing.
  */
-import { userInfo } from 'node:os';
 import type { ForgeEngine } from '../core/engine';
 import type { ForgeSettings } from '../core/config/settings';
 import { LoopRuntimeError } from '../core/loop/runtime-types';
-import { acceptLoop, pushLoop, removeAcceptedLoop, removeCommandOf, userGit } from '../core/accept/accept-loop';
+import { acceptLoop, osUser, pushLoop, removeAcceptedLoop, removeCommandOf, userGit } from '../core/accept/accept-loop';
 import { chooseAcceptStrategy } from '../core/accept/accept-decisions';
 import { EXIT, UsageError, type CliCommand } from './args';
-
-/** Who accepts: the OS user (USER when the account has no name, as in some containers). */
-export function osUser(): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env.USER ?? process.env.USERNAME ?? 'unknown';
-  }
-}
 
 export async function runAcceptCommand(
   engine: ForgeEngine,

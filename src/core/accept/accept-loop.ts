@@ -6,6 +6,7 @@
  * and *Forge: Accept Loop*.
  */
 import { execFile } from 'node:child_process';
+import { userInfo } from 'node:os';
 import type { ForgeRepositories, LoopAcceptRow } from '../storage/repositories';
 import type { LoopRow } from '../storage/repositories/loops-repository';
 import type { WorktreeService } from '../workspace/worktree-service';
@@ -96,4 +97,13 @@ export async function pushLoop(deps: Pick<AcceptDeps, 'repos' | 'user'>, git: Us
   const url = compareUrl(remoteUrl.stdout.trim(), branch, loop.baseBranch);
   const record = deps.repos.accepts.append(loop.projectId, { loopName: loop.name, acceptedBy: deps.user, how: 'push', intoBranch: null, remote, commit });
   return { kind: 'accepted', message: `Pushed ${branch} to ${remote} (${commit.slice(0, 12)}).${url ? ` Open a pull request: ${url}` : ''}`, record, url };
+}
+
+/** Who accepts: the OS user (USER when the account has no name, as in some containers). */
+export function osUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? process.env.USERNAME ?? 'unknown';
+  }
 }

@@ -66,7 +66,7 @@ describe('workspace: merge into the base branch', () => {
       assert.equal(readFileSync(path.join(repo, 'README.md'), 'utf8'), '# user edit in progress\n');
       assert.ok(!existsSync(path.join(repo, 'feature.txt')));
       assertLoopBranchKept();
-      assert.ok(box.logLines.some((line) => line.startsWith('warn ') && /not merging/.test(line)));
+      assert.ok(box.logLines.some((line) => line.startsWith('info ') && /not merging/.test(line)));
     });
 
     it('refuses when only the index is dirty (staged change)', async () => {
