@@ -218,6 +218,32 @@ describe('workspace: merge into the base branch', () => {
     });
   });
 
+  describe('squash (forge accept --squash)', () => {
+    it('without a checkout: one commit on main with the merged tree, the loop branch kept', async () => {
+      const mainTip = divergeMain({ 'other.txt': 'other\n' });
+      box.git(repo, 'switch', '-q', '-c', 'elsewhere');
+      const result = await service.mergeIntoBase(loop, 'merge', { squash: true, message: 'squashed it' });
+      assert.equal(result.kind, 'merged', result.message);
+      assert.match(result.message, /^Squashed /);
+      assert.deepEqual(parents('main'), [mainTip]);
+      assert.equal(tip('main'), result.commit);
+      assert.equal(box.git(repo, 'log', '-1', '--format=%s', 'main'), 'squashed it');
+      assert.equal(box.git(repo, 'show', 'main:feature.txt'), 'feature');
+      assert.equal(box.git(repo, 'show', 'main:other.txt'), 'other');
+      assertLoopBranchKept();
+    });
+
+    it('reports conflicts and leaves main alone', async () => {
+      const mainTip = divergeMain({ 'shared.txt': 'line 1 (user)\nline 2\nline 3\n' });
+      const result = await service.mergeIntoBase(loop, 'merge', { squash: true });
+      assert.equal(result.kind, 'refused');
+      assert.deepEqual(result.conflicts, ['shared.txt']);
+      assert.equal(tip('main'), mainTip);
+      assert.equal(box.git(repo, 'status', '--porcelain', '--untracked-files=no'), '');
+      assertLoopBranchKept();
+    });
+  });
+
   describe('nothing to merge, or nowhere to merge', () => {
     it('reports kept when main already contains the loop branch', async () => {
       box.git(repo, 'merge', '-q', '--ff-only', loop.branch);
