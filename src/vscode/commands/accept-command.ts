@@ -9,6 +9,7 @@ import * as vscode from 'vscode';
 import type { ForgeContext } from '../forge-context';
 import { acceptLoop, osUser, removeAcceptedLoop } from '../../core/accept/accept-loop';
 import { ACCEPT_STRATEGIES, type AcceptStrategy } from '../../core/accept/accept-decisions';
+import { refuseIfUntrusted } from '../trust';
 import { engineWithProgress, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 /** What a caller (a test, another command) may decide instead of asking: the strategy, and whether to remove. */
@@ -28,6 +29,9 @@ function optionsFrom(arg: unknown): AcceptLoopOptions {
 
 export function registerAcceptCommand(ctx: ForgeContext): void {
   registerForgeCommand(ctx, 'forge.acceptLoop', vscode.l10n.t('Accept Loop'), async (arg, optionsArg): Promise<CommandResult> => {
+    // git merges in the user's checkout, where the repository's own hooks run: not in an untrusted workspace.
+    const untrusted = refuseIfUntrusted(ctx.notifier, vscode.l10n.t('accept a loop'));
+    if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };
     const missing = noWorkspace(ctx, vscode.l10n.t('accept a loop'));
     if (missing) return missing;
     await engineWithProgress(ctx);
