@@ -63,12 +63,6 @@ const settingSpecs = {
     description:
       'What a completed loop does with its branch: never (keep it for review), fast-forward the base branch when possible, or merge into it. Never forced; the branch is never deleted.',
   },
-  'forge.accept.strategy': {
-    schema: z.enum(['merge-commit', 'squash']),
-    default: 'merge-commit' as 'merge-commit' | 'squash',
-    description:
-      'How Accept Loop (forge accept) brings a loop branch into its base branch when the base cannot be fast-forwarded: merge-commit (a merge commit) or squash (one commit). A fast-forward is used whenever possible.',
-  },
   'forge.loop.postAction': {
     schema: z.string().check(z.maxLength(20_000)),
     default: '',
@@ -215,6 +209,12 @@ const settingSpecs = {
     default: true,
     description:
       'One engine per data folder: a forge run (or a window) whose data folder already has a running Forge engine (another forge run, a VS Code window) hands its loop to that process, so loops share one process, one server and one writer. Off: every process supervises its own loops (CI isolation; forge run --no-handover does the same for one run).',
+  },
+  'forge.accept.strategy': {
+    schema: z.enum(['merge-commit', 'squash']),
+    default: 'merge-commit' as 'merge-commit' | 'squash',
+    description:
+      'How Accept Loop (forge accept) brings a loop branch into its base branch when the base cannot be fast-forwarded: merge-commit (a merge commit) or squash (one commit). A fast-forward is used whenever possible.',
   },
 } as const;
 
