@@ -8,7 +8,7 @@ import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary
 import { editDistance } from '../core/config/settings';
 
 /** The commands of `forge` (their help: help.ts). */
-export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'cancel', 'restart', 'completion', 'help'] as const;
+export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'accept', 'cancel', 'restart', 'completion', 'help'] as const;
 export type Verb = (typeof VERBS)[number];
 
 /**
@@ -74,6 +74,7 @@ export type CliCommand =
   | ({ command: 'plan'; request: string; model: string | null; outPath: string | null; continueId: string | null } & CommonOptions)
   | ({ command: 'status'; name: string | null } & CommonOptions)
   | ({ command: 'findings'; name: string; accept: number | null } & CommonOptions)
+  | ({ command: 'accept'; name: string; squash: boolean; mergeCommit: boolean; remove: boolean; push: string | null } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
   | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
@@ -132,6 +133,7 @@ const VALUE_OPTIONS: Readonly<Record<string, string>> = {
   'budget-auditor-share': 'a number from 0 to 1 such as 0.3',
   'max-concurrent': `a whole number from ${MIN_GROUP_CONCURRENCY} to ${MAX_GROUP_CONCURRENCY}`,
   'splitter-model': 'a PROVIDER/MODEL',
+  push: 'a REMOTE such as origin',
 };
 
 /**
@@ -201,6 +203,10 @@ const PARSE_OPTIONS = {
   'splitter-model': { type: 'string' },
   into: { type: 'string' },
   accept: { type: 'string' },
+  squash: { type: 'boolean' },
+  'merge-commit': { type: 'boolean' },
+  remove: { type: 'boolean' },
+  push: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const;
@@ -299,6 +305,9 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     if (command !== 'group' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge group only.`);
   }
   if (command !== 'findings' && v.accept !== undefined) throw new UsageError('--accept applies to forge findings only.');
+  for (const k of ['squash', 'merge-commit', 'remove', 'push'] as const) {
+    if (command !== 'accept' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge accept only.`);
+  }
   if (command !== 'run' && command !== 'goal' && command !== 'restart' && v['no-handover']) throw new UsageError('--no-handover applies to forge run, forge goal and forge restart only.');
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
@@ -361,6 +370,13 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
       const accept = v.accept === undefined ? null : Number(v.accept);
       if (accept !== null && !(Number.isInteger(accept) && accept > 0)) throw new UsageError(`--accept takes a finding's number (forge findings NAME lists them), not "${v.accept}".`);
       return { command, name: one('loop name'), accept, ...common };
+    }
+    case 'accept': {
+      if (v.squash && v['merge-commit']) throw new UsageError('--squash and --merge-commit exclude each other: pick one (default: the forge.accept.strategy setting).');
+      const push = v.push ?? null;
+      if (push !== null && (v.squash || v['merge-commit'] || v.remove)) throw new UsageError('--push pushes the branch and merges nothing: it takes no --squash, --merge-commit or --remove.');
+      if (push !== null && !/^[A-Za-z0-9][\w.\-/]*$/.test(push)) throw new UsageError(`--push takes a remote's name (git remote lists them), not "${push}".`);
+      return { command, name: one('loop name'), squash: v.squash ?? false, mergeCommit: v['merge-commit'] ?? false, remove: v.remove ?? false, push, ...common };
     }
     case 'cancel':
       return { command, name: one('loop name'), ...common };

@@ -8,6 +8,7 @@ import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/lease-holder';
 import { terminationReasonToString } from '../core/loop/state';
 import { readExtras } from '../core/loop/loop-extras';
+import { describeAccept } from '../core/accept/accept-decisions';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
 import { confinementOf, describeConfinement } from '../core/sandbox/confinement';
 import { describeSupervision, endpointPaths, formatSupervision, readEngineInfo } from '../core/engine-host';
@@ -162,9 +163,11 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
   const amendments = engine.repos.planAmendments.listByLoop(loop.projectId, loop.name).map((a) => describeAmendment(a, marks));
   const interventions = engine.repos.shellInterventions.listByLoop(loop.projectId, loop.name);
   const attempts = engine.repos.attempts.listByLoop(loop.projectId, loop.name);
+  const accepts = engine.repos.accepts.listByLoop(loop.projectId, loop.name);
   if (json) {
     return JSON.stringify({
       ...s,
+      accepts: accepts.map((a) => ({ how: a.how, into: a.intoBranch, remote: a.remote, commit: a.commit, by: a.acceptedBy, at: a.at })),
       attempts: attempts.map((a) => ({ kind: a.kind, iteration: a.iteration, section: a.sectionIndex, attempt: a.attempt, model: a.model, variant: a.variant, outcome: a.outcome, error: a.error, session: a.sessionId, at: a.startedAt })),
       transitions: transitions.map((t) => ({ event: t.event, from: t.fromPhase, to: t.toPhase, iteration: t.iteration, section: t.sectionIndex, at: t.at })),
       checks: (readExtras(loop).checks ?? []).map((c) => ({ id: c.id, label: c.label, kind: c.kind, scope: c.scope.kind === 'section' ? `section ${c.scope.index + 1}` : c.scope.kind })),
@@ -222,6 +225,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     checks.length === 0 ? 'checks: none (a plan names them in its ## Verification part, a goal with --check / --exists / --contains / --matches)' : `checks (${checks.length}): ${checks.map((c) => c.label).join('; ')}`,
     ...(checkRuns.length > 0 ? ['check log:', ...checkRuns.map((r) => `  ${new Date(r.startedAt).toISOString()} ${formatCheckRun(r)}`)] : []),
     ...(amendments.length > 0 ? [`plan amendments (${amendments.length}):`, ...amendments.flatMap(formatAmendment)] : []),
+    ...(accepts.length > 0 ? ['accepted:', ...accepts.map((a) => `  ${describeAccept(a)}`)] : []),
     ...(interventions.length > 0 ? ['shell-hang watchdog:', ...interventions.map((i) => `  ${new Date(i.at).toISOString()} ${formatShellIntervention(i)}`)] : []),
   ];
   return lines.join('\n');

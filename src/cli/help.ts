@@ -47,6 +47,10 @@ export const OPTION_HELP: Readonly<Record<string, OptionHelp>> = {
   'splitter-model': { arg: 'P/M', text: 'the feature splitter\'s model (default: as for loops; the embedded model splits PRDs written as "## Feature <id>: <title>" sections)' },
   into: { arg: 'BRANCH', text: 'the branch to fast-forward to the group\'s integration branch' },
   accept: { arg: 'ID', text: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept' },
+  squash: { text: 'when the base cannot be fast-forwarded, one squashed commit (default: forge.accept.strategy)' },
+  'merge-commit': { text: 'when the base cannot be fast-forwarded, a merge commit (default: forge.accept.strategy)' },
+  remove: { text: "then remove the loop's worktree and branch" },
+  push: { arg: 'REMOTE', text: "push the loop's branch to REMOTE with your git (merges nothing) and print the pull-request URL of a known host" },
 };
 
 /** Options every command takes. */
@@ -134,6 +138,14 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
       { usage: 'forge findings NAME [--json]', options: [], example: ['findings', 'l1'] },
       { usage: 'forge findings NAME --accept ID', does: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept', options: ['accept'], example: ['findings', 'l1', '--accept', '3'] },
     ],
+  },
+  accept: {
+    summary: "merge a loop's branch into its base branch, or push it",
+    forms: [
+      { usage: 'forge accept NAME [--squash | --merge-commit] [--remove]', does: 'fast-forward the base branch when possible, else a merge commit or a squash', options: ['squash', 'merge-commit', 'remove'], example: ['accept', 'l1'] },
+      { usage: 'forge accept NAME --push REMOTE', does: "push the loop's branch with your own git and print the compare / pull-request URL (github.com, gitlab.com, bitbucket.org)", options: ['push'], example: ['accept', 'l1', '--push', 'origin'] },
+    ],
+    notes: ["Refused, with nothing changed, while the loop runs, when your checkout of the base branch has uncommitted changes, or when the merge conflicts. Each accept is recorded (who, when, how, the commit) and shown by forge status NAME."],
   },
   cancel: {
     summary: 'cancel a running loop',

@@ -341,6 +341,8 @@ async function main(argv: string[]): Promise<number> {
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;
       }
+      case 'accept':
+        return await (await loadPart(() => import('./accept-command'))).runAcceptCommand(engine, cmd, settings, { out, err });
       case 'cancel': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         await engine.runtime.cancel({ projectId, name: cmd.name });

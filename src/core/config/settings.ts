@@ -210,6 +210,12 @@ const settingSpecs = {
     description:
       'One engine per data folder: a forge run (or a window) whose data folder already has a running Forge engine (another forge run, a VS Code window) hands its loop to that process, so loops share one process, one server and one writer. Off: every process supervises its own loops (CI isolation; forge run --no-handover does the same for one run).',
   },
+  'forge.accept.strategy': {
+    schema: z.enum(['merge-commit', 'squash']),
+    default: 'merge-commit' as 'merge-commit' | 'squash',
+    description:
+      'How Accept Loop (forge accept) brings a loop branch into its base branch when the base cannot be fast-forwarded: merge-commit (a merge commit) or squash (one commit). A fast-forward is used whenever possible.',
+  },
 } as const;
 
 type Specs = typeof settingSpecs;

@@ -345,6 +345,30 @@ const featureGroupRuns: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts, featureGroupRuns];
+/**
+ * Accepting a loop's work (issue 29 item 4, `forge accept`, *Accept Loop*): who (the OS user),
+ * when, how (fast-forward, merge, squash, push) and the resulting commit. Append-only.
+ */
+const loopAccepts: Migration = {
+  id: 9,
+  name: 'loop accepts',
+  up: (tx) =>
+    statements(tx, [
+      `CREATE TABLE loop_accepts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id TEXT NOT NULL,
+        loop_name TEXT NOT NULL,
+        accepted_by TEXT NOT NULL,
+        how TEXT NOT NULL,
+        into_branch TEXT,
+        remote TEXT,
+        commit_sha TEXT,
+        at INTEGER NOT NULL
+      )`,
+      `CREATE INDEX loop_accepts_by_loop ON loop_accepts (project_id, loop_name, id)`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts, featureGroupRuns, loopAccepts];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

@@ -10,6 +10,7 @@ import { firstLine } from './git-output';
 import { branchCommit, identityConfig, isAncestor, listWorktrees } from './git-queries';
 import type { GitRunner } from './git-runner';
 import { pathExists } from './workspace-paths';
+import { WorkspaceError } from './workspace-error';
 import { claimMergeScratch, MERGE_SCRATCH_PREFIX, releaseMergeScratch } from './merge-scratch';
 import { LOOP_BRANCH_PREFIX, type CommitIdentity, type LoopWorktree, type MergeMode, type MergeResult, type WorkspaceLog } from './worktree-types';
 
@@ -96,6 +97,24 @@ export async function mergeWithoutCheckout(
   }
 }
 
+/**
+ * One commit on top of `baseTip` whose tree is `baseTip` merged with `branchTip` (git merge-tree,
+ * no working tree touched), or the files that conflict. Only objects are written: nothing moves.
+ */
+async function squashCommit(ctx: MergeContext, repoDir: string, baseTip: string, branchTip: string, message: string): Promise<{ kind: 'commit'; commit: string } | { kind: 'conflicts'; conflicts: string[] }> {
+  const merged = await ctx.git.run(repoDir, ['merge-tree', '--write-tree', '--name-only', '-z', baseTip, branchTip]);
+  if (merged.exitCode > 1) throw new WorkspaceError('git_failed', `git merge-tree failed in ${repoDir}: ${merged.stderr.trim().replace(/\s+/g, ' ')}`);
+  const fields = merged.stdout.split('\0');
+  if (merged.exitCode === 1) {
+    // -z --name-only: the tree, the conflicted files, an empty field, then the messages.
+    const end = fields.indexOf('', 1);
+    return { kind: 'conflicts', conflicts: fields.slice(1, end < 0 ? undefined : end).filter(Boolean) };
+  }
+  const tree = firstLine(fields[0] ?? '');
+  const commit = await ctx.git.ok(repoDir, ['commit-tree', tree, '-p', baseTip, '-m', message], { config: await identityConfig(ctx.git, repoDir, ctx.identity) });
+  return { kind: 'commit', commit: firstLine(commit) };
+}
+
 /** The service's `mergeIntoBase`. */
 export function createMergeIntoBase(ctx: MergeContext) {
   const { git, log, identity } = ctx;
@@ -105,12 +124,14 @@ export function createMergeIntoBase(ctx: MergeContext) {
    * is an ancestor of the loop branch; `merge` fast-forwards when possible and
    * otherwise makes a merge commit, aborting (and restoring) on conflicts. Never
    * forces, never touches a working tree with uncommitted changes, never deletes
-   * the loop branch.
+   * the loop branch. `squash` (mode `merge`, `forge accept --squash`): when the base cannot be
+   * fast-forwarded, one commit on top of the base with the branch's tree merged in, which the
+   * base is then fast-forwarded to — the same path, so the same refusals.
    */
   return async function mergeIntoBase(
     loop: MergeSource,
     mode: MergeMode,
-    options: { message?: string } = {},
+    options: { message?: string; squash?: boolean } = {},
   ): Promise<MergeResult> {
     const { repoDir, branch, baseBranch } = loop;
     const keep = `The work is kept on ${branch}.`;
@@ -132,7 +153,22 @@ export function createMergeIntoBase(ctx: MergeContext) {
       return { kind: 'kept', message: `${baseBranch} already contains everything on ${branch}; nothing to merge.` };
     }
 
-    const canFastForward = await isAncestor(git, repoDir, baseTip, branchTip);
+    let canFastForward = await isAncestor(git, repoDir, baseTip, branchTip);
+    // What the base moves to: the loop branch's tip, or the squashed commit.
+    let target = branchTip;
+    let targetRef = `refs/heads/${branch}`;
+    if (options.squash && mode === 'merge' && !canFastForward) {
+      const squashed = await squashCommit(ctx, repoDir, baseTip, branchTip, options.message ?? `Squashed ${branch} into ${baseBranch}`);
+      if (squashed.kind === 'conflicts') {
+        return {
+          kind: 'refused',
+          conflicts: squashed.conflicts,
+          message: `Squashing ${branch} into ${baseBranch} conflicts in ${squashed.conflicts.join(', ')}; nothing was changed. ${keep} Merge it yourself (git merge ${branch}) and resolve the conflicts.`,
+        };
+      }
+      target = targetRef = squashed.commit;
+      canFastForward = true;
+    }
     if (mode === 'fast-forward' && !canFastForward) {
       return {
         kind: 'refused',
@@ -140,6 +176,10 @@ export function createMergeIntoBase(ctx: MergeContext) {
       };
     }
 
+    const fastForwarded = (squashed: string | null): MergeResult =>
+      squashed === null
+        ? { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` }
+        : { kind: 'merged', commit: squashed, message: `Squashed ${branch} into ${baseBranch} (${squashed.slice(0, 12)}).` };
     const checkout = (await listWorktrees(git, repoDir)).find((entry) => entry.branch === `refs/heads/${baseBranch}` && !entry.prunable);
     const mergeMessage = options.message ?? `Merge branch '${branch}' into ${baseBranch}`;
 
@@ -147,20 +187,21 @@ export function createMergeIntoBase(ctx: MergeContext) {
       const dir = checkout.path;
       const dirty = await dirtyReason(git, dir);
       if (dirty !== null) {
-        log.warn(`workspace: not merging ${branch}: ${dirty}`);
+        // Info, not warn: every caller reports the refusal it returns (once, in its own words).
+        log.info(`workspace: not merging ${branch}: ${dirty}`);
         return {
           kind: 'refused',
           message: `Forge did not merge ${branch} into ${baseBranch}: ${dirty}, and Forge never touches a working tree with uncommitted work. ${keep} Commit or stash your changes, then run: git merge ${branch}`,
         };
       }
       if (canFastForward) {
-        const result = await git.run(dir, ['merge', '--ff-only', `refs/heads/${branch}`]);
+        const result = await git.run(dir, ['merge', '--ff-only', targetRef]);
         if (result.exitCode !== 0) {
           const detail = (result.stderr.trim() || result.stdout.trim()).replace(/\s+/g, ' ');
           return { kind: 'refused', message: `git refused to fast-forward ${baseBranch} in ${dir}: ${detail}. ${keep}` };
         }
-        log.info(`workspace: fast-forwarded ${baseBranch} to ${branch} in ${dir}`);
-        return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+        log.info(`workspace: fast-forwarded ${baseBranch} to ${target === branchTip ? branch : target} in ${dir}`);
+        return fastForwarded(target === branchTip ? null : target);
       }
       const merged = await git.run(dir, ['merge', '--no-ff', '--no-edit', '-m', mergeMessage, `refs/heads/${branch}`], { config: await identityConfig(git, dir, identity) });
       if (merged.exitCode !== 0) {
@@ -168,7 +209,7 @@ export function createMergeIntoBase(ctx: MergeContext) {
         const mergeHead = path.resolve(dir, firstLine(await git.ok(dir, ['rev-parse', '--git-path', 'MERGE_HEAD'])));
         if (await pathExists(mergeHead)) await git.ok(dir, ['merge', '--abort']);
         const detail = (merged.stderr.trim() || merged.stdout.trim()).replace(/\s+/g, ' ');
-        log.warn(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
+        log.info(`workspace: merge of ${branch} into ${baseBranch} ${conflicts.length > 0 ? `conflicted in ${conflicts.join(', ')}` : `failed: ${detail}`}; aborted`);
         return conflicts.length > 0
           ? {
               kind: 'refused',
@@ -183,17 +224,17 @@ export function createMergeIntoBase(ctx: MergeContext) {
     }
 
     if (canFastForward) {
-      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: fast-forward to ${branch}`, `refs/heads/${baseBranch}`, branchTip, baseTip]);
+      const moved = await git.run(repoDir, ['update-ref', '-m', `forge: fast-forward to ${branch}`, `refs/heads/${baseBranch}`, target, baseTip]);
       if (moved.exitCode !== 0) {
         return { kind: 'refused', message: `${baseBranch} changed while Forge was fast-forwarding it; nothing was changed. ${keep}` };
       }
-      log.info(`workspace: fast-forwarded ${baseBranch} to ${branch}`);
-      return { kind: 'fast-forwarded', commit: branchTip, message: `Fast-forwarded ${baseBranch} to ${branch} (${branchTip.slice(0, 12)}).` };
+      log.info(`workspace: fast-forwarded ${baseBranch} to ${target === branchTip ? branch : target}`);
+      return fastForwarded(target === branchTip ? null : target);
     }
     const label = loop.loopName ?? branch.slice(LOOP_BRANCH_PREFIX.length).replace(/[^a-z0-9-]/g, '-');
     const result = await mergeWithoutCheckout(ctx, repoDir, baseBranch, baseTip, branch, mergeMessage, label);
     if (result.kind === 'merged') log.info(`workspace: ${result.message}`);
-    else log.warn(`workspace: ${result.message}`);
+    else log.info(`workspace: ${result.message}`);
     return result;
   };
 }

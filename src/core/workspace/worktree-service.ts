@@ -546,6 +546,17 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
   }
 
   /**
+   * Deletes a loop's branch (`forge accept --remove`, after its worktree is gone). Only a
+   * `forge/` branch, never one checked out anywhere (git refuses that itself).
+   */
+  async function deleteLoopBranch(repoDir: string, branch: string): Promise<void> {
+    if (!branch.startsWith(LOOP_BRANCH_PREFIX)) throw new WorkspaceError('git_failed', `${branch} is not a loop branch (${LOOP_BRANCH_PREFIX}…), so Forge does not delete it.`);
+    const result = await git.run(repoDir, ['branch', '-D', '--', branch]);
+    if (result.exitCode !== 0) throw new WorkspaceError('git_failed', `git could not delete the branch ${branch}: ${result.stderr.trim().replace(/\s+/g, ' ')}`);
+    log.info(`workspace: deleted the branch ${branch}`);
+  }
+
+  /**
    * The files the loop changed, as `git diff --name-status <baseCommit>...<branch>`
    * (committed work only; with `includeUncommitted`, the worktree's uncommitted
    * and untracked files too).
@@ -633,6 +644,7 @@ export function createWorktreeService(options: WorktreeServiceOptions) {
     mergeIntoBase,
     integration,
     removeWorktree,
+    deleteLoopBranch,
     diffAgainstBase,
     readFileAtBase,
     verifyWorktree,

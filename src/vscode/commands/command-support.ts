@@ -9,7 +9,7 @@ export type CommandResult =
   | { readonly status: 'done'; readonly detail?: unknown }
   /** supervisorPid: the loop was handed to the data folder's engine, that process (not this window) supervises it. */
   | { readonly status: 'started'; readonly loop: { readonly projectId: string; readonly name: string }; readonly notices: readonly string[]; readonly supervisorPid?: number }
-  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable' | 'no-opencode' | 'no-group' | 'bad-group'; readonly message: string }
+  | { readonly status: 'refused'; readonly reason: 'untrusted' | 'no-workspace' | 'no-repository' | 'no-plan' | 'bad-plan' | 'bad-checks' | 'no-loop' | 'unavailable' | 'no-opencode' | 'no-group' | 'bad-group' | 'not-accepted'; readonly message: string }
   | { readonly status: 'cancelled' }
   | { readonly status: 'failed'; readonly message: string };
 

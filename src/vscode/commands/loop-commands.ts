@@ -6,6 +6,7 @@ import { addingFolderRestartsExtensions } from '../worktree-folders';
 import type { LoopSummary } from '../loop-tree-model';
 import { refuseIfUntrusted } from '../trust';
 import { askRestartOptions } from '../restart-flow';
+import { registerAcceptCommand } from './accept-command';
 import { engineWithProgress, groupRefFrom, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status === 'starting';
@@ -116,6 +117,8 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     if (files === 0) void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" has not changed anything yet.', row.name));
     return { status: 'done', detail: files };
   });
+
+  registerAcceptCommand(ctx);
 
   registerForgeCommand(ctx, 'forge.refreshLoops', vscode.l10n.t('Refresh Loop Explorer'), async () => {
     if (!vscode.workspace.workspaceFolders?.length) return { status: 'done' };

@@ -36,6 +36,7 @@ const SAMPLE: Readonly<Record<string, string>> = {
   'splitter-model': 'a/b',
   into: 'main',
   accept: '3',
+  push: 'origin',
 };
 
 const parse = (argv: string[]): CliCommand => parseCli(argv, '/cwd');

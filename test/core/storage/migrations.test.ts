@@ -60,6 +60,7 @@ describe('storage: migrations', function () {
       'check_runs',
       'feature_groups',
       'forge_meta',
+      'loop_accepts',
       'loop_attempts',
       'loop_handoffs',
       'loop_large_fields',

@@ -66,7 +66,7 @@ describe('workspace: merge into the base branch', () => {
       assert.equal(readFileSync(path.join(repo, 'README.md'), 'utf8'), '# user edit in progress\n');
       assert.ok(!existsSync(path.join(repo, 'feature.txt')));
       assertLoopBranchKept();
-      assert.ok(box.logLines.some((line) => line.startsWith('warn ') && /not merging/.test(line)));
+      assert.ok(box.logLines.some((line) => line.startsWith('info ') && /not merging/.test(line)));
     });
 
     it('refuses when only the index is dirty (staged change)', async () => {
@@ -214,6 +214,32 @@ describe('workspace: merge into the base branch', () => {
       assert.deepEqual(result.conflicts, ['shared.txt']);
       assert.equal(tip('main'), mainTip);
       assert.deepEqual(scratchFolders(), []);
+      assertLoopBranchKept();
+    });
+  });
+
+  describe('squash (forge accept --squash)', () => {
+    it('without a checkout: one commit on main with the merged tree, the loop branch kept', async () => {
+      const mainTip = divergeMain({ 'other.txt': 'other\n' });
+      box.git(repo, 'switch', '-q', '-c', 'elsewhere');
+      const result = await service.mergeIntoBase(loop, 'merge', { squash: true, message: 'squashed it' });
+      assert.equal(result.kind, 'merged', result.message);
+      assert.match(result.message, /^Squashed /);
+      assert.deepEqual(parents('main'), [mainTip]);
+      assert.equal(tip('main'), result.commit);
+      assert.equal(box.git(repo, 'log', '-1', '--format=%s', 'main'), 'squashed it');
+      assert.equal(box.git(repo, 'show', 'main:feature.txt'), 'feature');
+      assert.equal(box.git(repo, 'show', 'main:other.txt'), 'other');
+      assertLoopBranchKept();
+    });
+
+    it('reports conflicts and leaves main alone', async () => {
+      const mainTip = divergeMain({ 'shared.txt': 'line 1 (user)\nline 2\nline 3\n' });
+      const result = await service.mergeIntoBase(loop, 'merge', { squash: true });
+      assert.equal(result.kind, 'refused');
+      assert.deepEqual(result.conflicts, ['shared.txt']);
+      assert.equal(tip('main'), mainTip);
+      assert.equal(box.git(repo, 'status', '--porcelain', '--untracked-files=no'), '');
       assertLoopBranchKept();
     });
   });

@@ -1,6 +1,7 @@
 import type { SqlExecutor } from '../sql-executor';
 import { createCheckRunsRepository, type CheckRunsRepository } from './check-runs-repository';
 import { createFeatureGroupsRepository, type FeatureGroupsRepository } from './feature-groups-repository';
+import { createLoopAcceptsRepository, type LoopAcceptsRepository } from './loop-accepts-repository';
 import { createLoopAttemptsRepository, type LoopAttemptsRepository } from './loop-attempts-repository';
 import { createLoopHandoffsRepository, type LoopHandoffsRepository } from './loop-handoffs-repository';
 import { createLoopSessionUsageRepository, type LoopSessionUsageRepository } from './loop-session-usage-repository';
@@ -17,6 +18,7 @@ import { systemClock, type Clock } from './row-values';
 
 export * from './check-runs-repository';
 export * from './feature-groups-repository';
+export * from './loop-accepts-repository';
 export * from './loop-attempts-repository';
 export * from './loop-handoffs-repository';
 export * from './loop-session-usage-repository';
@@ -46,6 +48,7 @@ export interface ForgeRepositories {
   readonly preferences: PreferencesRepository;
   readonly checkRuns: CheckRunsRepository;
   readonly shellInterventions: ShellInterventionsRepository;
+  readonly accepts: LoopAcceptsRepository;
 }
 
 /**
@@ -69,5 +72,6 @@ export function createForgeRepositories(db: SqlExecutor, clock: Clock = systemCl
     preferences: createPreferencesRepository(db, clock),
     checkRuns: createCheckRunsRepository(db, clock),
     shellInterventions: createShellInterventionsRepository(db, clock),
+    accepts: createLoopAcceptsRepository(db, clock),
   };
 }
