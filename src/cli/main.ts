@@ -107,6 +107,40 @@ async function loadPart<T>(load: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * `forge tell` (issue 29): the user's words go to the process that supervises the loop — the data
+ * folder's engine (a `forge run` or a VS Code window) — which sends them into the running session
+ * or keeps them for the next session's prompt. This process writes nothing.
+ */
+async function tellLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'tell' }>): Promise<number> {
+  const { projectId } = await engine.runtime.projectOf(cmd.repo);
+  const ref = { projectId, name: cmd.name };
+  const loop = engine.runtime.get(ref);
+  if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
+  if (loop.status !== 'running' && loop.status !== 'starting') {
+    throw new LoopRuntimeError('not_running', `Loop "${cmd.name}" is not running (it is ${loop.status}): a message reaches only a running loop.${loop.status === 'completed' ? '' : ` "forge restart ${cmd.name}" runs it again.`}`);
+  }
+  const { connectToEngine, describeSupervision, endpointPaths, formatSupervision, readEngineInfo } = await loadPart(() => import('../core/engine-host'));
+  const conn = await connectToEngine(dataDirOf(cmd));
+  let reply: Awaited<ReturnType<NonNullable<typeof conn>['tell']>> = null;
+  if (conn) {
+    try {
+      reply = await conn.tell(ref, cmd.text);
+    } finally {
+      conn.close();
+    }
+  }
+  if (reply?.type === 'told') {
+    const where = reply.delivery === 'session' ? `sent into its running session ${reply.sessionId}` : "kept for its next session's prompt (the loop is between sessions)";
+    out(cmd.json ? JSON.stringify({ loop: cmd.name, delivery: reply.delivery, sessionId: reply.sessionId }) : `Message to loop "${cmd.name}" ${where}.`);
+    return 0;
+  }
+  if (reply && !(reply.type === 'error' && reply.code === 'not_running')) throw new LoopRuntimeError('bad_request', `Loop "${cmd.name}" did not take the message: ${reply.message}`);
+  const supervision = describeSupervision(loop, readEngineInfo(endpointPaths(dataDirOf(cmd))));
+  const who = supervision ? `its supervisor, ${formatSupervision(supervision)}, ${supervision.alive ? 'is not the data folder\'s engine and takes no messages' : 'is gone'}` : 'no live process supervises it';
+  throw new LoopRuntimeError('not_running', `Loop "${cmd.name}" cannot take a message: ${who}. "forge restart ${cmd.name} --force" takes it over in a new process (nothing is lost); then tell it again.`);
+}
+
 function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
   return resolve(cmd.dataDir ?? resolveDataDir(process.env));
 }
@@ -131,7 +165,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     embeddedModel: startEmbeddedModel,
     hostKind: 'cli',
     // Commands that only read must leave the data folder as they found it, damaged files included.
-    readOnly: cmd.command === 'status' || (cmd.command === 'findings' && cmd.accept === null) || (cmd.command === 'group' && cmd.action === 'status'),
+    readOnly: cmd.command === 'status' || cmd.command === 'tell' || (cmd.command === 'findings' && cmd.accept === null) || (cmd.command === 'group' && cmd.action === 'status'),
   });
   // What the engine's start removed after a killed Forge process (on stderr: stdout stays the command's).
   const { removed, problems } = engine.crashCleanup;
@@ -341,6 +375,8 @@ async function main(argv: string[]): Promise<number> {
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;
       }
+      case 'tell':
+        return await tellLoop(engine, cmd);
       case 'cancel': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         await engine.runtime.cancel({ projectId, name: cmd.name });

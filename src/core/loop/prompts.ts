@@ -63,6 +63,8 @@ export interface PromptContext {
   worktreeDir: string;
   baseCommit: string;
   branch: string;
+  /** The user's messages (`forge tell`) sent while the loop was between sessions, oldest first. */
+  userMessages?: readonly string[];
 }
 
 function findingBlock(f: PromptFinding): string {
@@ -253,8 +255,12 @@ export function buildPostActionPrompt(ctx: PromptContext): string {
   ].join('\n');
 }
 
-/** The prompt a fresh session of the state's phase starts with. */
+/** The prompt a fresh session of the state's phase starts with, then the user's queued messages. */
 export function buildPhasePrompt(ctx: PromptContext): string {
+  return phasePrompt(ctx) + userMessagesSection(ctx.userMessages ?? []);
+}
+
+function phasePrompt(ctx: PromptContext): string {
   switch (ctx.state.phase) {
     case 'coding':
       return buildCodingPrompt(ctx);
@@ -267,6 +273,19 @@ export function buildPhasePrompt(ctx: PromptContext): string {
     case 'post_action':
       return buildPostActionPrompt(ctx);
   }
+}
+
+const USER_MESSAGE_LEAD = 'Message from the user (via forge tell)';
+
+/** The user's words, verbatim, framed so the agent knows who speaks (sent into a running session). */
+export function buildUserMessage(text: string): string {
+  return `${USER_MESSAGE_LEAD}:\n\n${text}\n\nTake it into account in the task you are doing; Forge's instructions for your pass still apply.`;
+}
+
+function userMessagesSection(messages: readonly string[]): string {
+  if (messages.length === 0) return '';
+  const heading = messages.length === 1 ? `## ${USER_MESSAGE_LEAD}` : `## Messages from the user (via forge tell), oldest first (${messages.length})`;
+  return ['', '', heading, '', 'The user sent this while the loop was between sessions. Take it into account in this pass.', '', ...messages.flatMap((m, i) => (i === 0 ? [m] : ['---', m]))].join('\n');
 }
 
 export function buildHandoffReminder(ctx: Pick<PromptContext, 'state'>): string {
