@@ -114,31 +114,11 @@ async function loadPart<T>(load: () => Promise<T>): Promise<T> {
  */
 async function tellLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'tell' }>): Promise<number> {
   const { projectId } = await engine.runtime.projectOf(cmd.repo);
-  const ref = { projectId, name: cmd.name };
-  const loop = engine.runtime.get(ref);
-  if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${cmd.name}" in this repository. "forge status" lists them.`);
-  if (loop.status !== 'running' && loop.status !== 'starting') {
-    throw new LoopRuntimeError('not_running', `Loop "${cmd.name}" is not running (it is ${loop.status}): a message reaches only a running loop.${loop.status === 'completed' ? '' : ` "forge restart ${cmd.name}" runs it again.`}`);
-  }
-  const { connectToEngine, describeSupervision, endpointPaths, formatSupervision, readEngineInfo } = await loadPart(() => import('../core/engine-host'));
-  const conn = await connectToEngine(dataDirOf(cmd));
-  let reply: Awaited<ReturnType<NonNullable<typeof conn>['tell']>> = null;
-  if (conn) {
-    try {
-      reply = await conn.tell(ref, cmd.text);
-    } finally {
-      conn.close();
-    }
-  }
-  if (reply?.type === 'told') {
-    const where = reply.delivery === 'session' ? `sent into its running session ${reply.sessionId}` : "kept for its next session's prompt (the loop is between sessions)";
-    out(cmd.json ? JSON.stringify({ loop: cmd.name, delivery: reply.delivery, sessionId: reply.sessionId }) : `Message to loop "${cmd.name}" ${where}.`);
-    return 0;
-  }
-  if (reply && !(reply.type === 'error' && reply.code === 'not_running')) throw new LoopRuntimeError('bad_request', `Loop "${cmd.name}" did not take the message: ${reply.message}`);
-  const supervision = describeSupervision(loop, readEngineInfo(endpointPaths(dataDirOf(cmd))));
-  const who = supervision ? `its supervisor, ${formatSupervision(supervision)}, ${supervision.alive ? 'is not the data folder\'s engine and takes no messages' : 'is gone'}` : 'no live process supervises it';
-  throw new LoopRuntimeError('not_running', `Loop "${cmd.name}" cannot take a message: ${who}. "forge restart ${cmd.name} --force" takes it over in a new process (nothing is lost); then tell it again.`);
+  const { tellLoop: tell } = await loadPart(() => import('../core/engine-host'));
+  const told = await tell(engine.runtime, dataDirOf(cmd), { projectId, name: cmd.name }, cmd.text);
+  const where = told.delivery === 'session' ? `sent into its running session ${told.sessionId}` : "kept for its next session's prompt (the loop is between sessions)";
+  out(cmd.json ? JSON.stringify({ loop: cmd.name, delivery: told.delivery, sessionId: told.sessionId }) : `Message to loop "${cmd.name}" ${where}.`);
+  return 0;
 }
 
 function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
