@@ -4,6 +4,7 @@
  * prose never reaches the coder. Agents end a pass by calling Forge's handoff tool — the
  * runtime never reads their prose to decide anything.
  */
+import { userMessagesSection } from './user-message';
 import type { LoopState } from './state';
 
 /** Tool names as the model sees them: opencode prefixes MCP tools with the server name `forge`. */
@@ -255,6 +256,8 @@ export function buildPostActionPrompt(ctx: PromptContext): string {
   ].join('\n');
 }
 
+export { buildUserMessage } from './user-message';
+
 /** The prompt a fresh session of the state's phase starts with, then the user's queued messages. */
 export function buildPhasePrompt(ctx: PromptContext): string {
   return phasePrompt(ctx) + userMessagesSection(ctx.userMessages ?? []);
@@ -275,18 +278,6 @@ function phasePrompt(ctx: PromptContext): string {
   }
 }
 
-const USER_MESSAGE_LEAD = 'Message from the user (via forge tell)';
-
-/** The user's words, verbatim, framed so the agent knows who speaks (sent into a running session). */
-export function buildUserMessage(text: string): string {
-  return `${USER_MESSAGE_LEAD}:\n\n${text}\n\nTake it into account in the task you are doing; Forge's instructions for your pass still apply.`;
-}
-
-function userMessagesSection(messages: readonly string[]): string {
-  if (messages.length === 0) return '';
-  const heading = messages.length === 1 ? `## ${USER_MESSAGE_LEAD}` : `## Messages from the user (via forge tell), oldest first (${messages.length})`;
-  return ['', '', heading, '', 'The user sent this while the loop was between sessions. Take it into account in this pass.', '', ...messages.flatMap((m, i) => (i === 0 ? [m] : ['---', m]))].join('\n');
-}
 
 export function buildHandoffReminder(ctx: Pick<PromptContext, 'state'>): string {
   const role = ctx.state.phase === 'auditing' || ctx.state.phase === 'final_auditing' ? 'audit' : 'work';

@@ -11,6 +11,7 @@ import {
   type PromptContext,
   type PromptFinding,
 } from '../../../src/core/loop/prompts';
+import { userWordsIn } from '../../../src/core/loop/user-message';
 
 const finding = (over: Partial<PromptFinding> = {}): PromptFinding => ({
   id: 7,
@@ -127,5 +128,13 @@ describe('prompt builders', () => {
   it("a message into a running session is framed as the user's, with the words verbatim", () => {
     const m = buildUserMessage('stop touching README.md');
     assert.match(m, /^Message from the user \(via forge tell\):\n\nstop touching README\.md\n\n/);
+  });
+
+  it("the live view finds the user's words again in either prompt, and none in Forge's own", () => {
+    const words = 'keep it small\n\nreally';
+    assert.equal(userWordsIn(buildUserMessage(words)), words);
+    assert.equal(userWordsIn(buildPhasePrompt(ctx({}, { userMessages: [words] }))), words);
+    assert.equal(userWordsIn(buildPhasePrompt(ctx({}))), null);
+    assert.equal(userWordsIn(buildHandoffReminder({ state: initialState('plan', 1) })), null);
   });
 });
