@@ -96,4 +96,18 @@ describe('forge tell: talk to a running loop (real processes, real opencode, scr
     assert.equal(refused.code, 2, refused.stderr);
     assert.match(refused.stderr, /^forge: Loop "told" is not running \(it is completed\): a message reaches only a running loop\.$/m);
   });
+
+  it('a running loop whose supervising process died is refused with exit 2 and how to take it over', async () => {
+    const planPath = join(w.work, 'orphan.md');
+    await writeFile(planPath, PLAN.replace('Loop Name: told', 'Loop Name: orphan'));
+    const worktree = join(w.work, 'data', 'worktrees', 'orphan');
+    const run = w.runner.start(['run', planPath], { settings: SETTINGS });
+    await until('the coder runs its command', () => existsSync(join(worktree, 'coder-busy')));
+    run.signal('SIGKILL');
+    await run.exited;
+    const r = await w.runner.run(['tell', 'orphan', 'anyone there?']);
+    assert.equal(r.code, 2, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stderr, /^forge: Loop "orphan" cannot take a message: its supervisor, process \d+ \([^)]*gone\), is gone\. Force-restart it \("forge restart orphan --force", or Force Restart Loop in VS Code\)/m);
+    assert.equal(w.model.agentRequests.some((q) => mentions(q, 'anyone there?')), false);
+  });
 });
