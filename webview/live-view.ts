@@ -134,6 +134,7 @@ export class LiveView {
       sessions: this.sessions.length,
       toolCalls: Array.from(this.partList.querySelectorAll('[data-live-tool]')).map((n) => `${n.getAttribute('data-live-tool')} ${n.getAttribute('data-status')}`),
       partRows: this.partList.childElementCount,
+      userMessages: Array.from(this.partList.querySelectorAll('[data-user-message] .live-text')).map((n) => n.textContent ?? ''),
       textChars: buffer ? buffer.parts().reduce((n, p) => n + (p.kind === 'tool' || p.fromUser ? 0 : p.textLength), 0) : 0,
       parts: buffer ? buffer.parts().map((p) => ({ partId: p.partId, kind: p.fromUser ? 'prompt' : p.kind, chars: p.textLength, updates: p.updates })) : [],
       updatesApplied: this.stats.updatesApplied,
