@@ -374,7 +374,7 @@ export interface LiveProbe {
   readonly lagMaxMs: number;
 }
 
-export type LoopAction = 'cancel' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
+export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
 
 export type WebviewToHost =
   | { readonly type: 'ready' }
