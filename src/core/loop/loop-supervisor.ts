@@ -487,6 +487,11 @@ export class LoopSupervisor {
     const reasonText = terminationReasonToString(reason);
     const loopBefore = this.loop();
     this.writes.recordEnd(event, state, effects, status, reasonText);
+    // A message kept for a next session that never came is not silently lost: the user is told.
+    const undelivered = readExtras(loopBefore).pendingUserMessages?.length ?? 0;
+    if (undelivered > 0) {
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `${undelivered} message${undelivered === 1 ? '' : 's'} from the user (forge tell) reached no agent: the loop ended (${reasonText}) before another session started${status === 'completed' ? '' : '; a restart delivers them'}.` });
+    }
     // The last commit (and merge) runs while opencode stops: the session is over, and git and
     // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
     let mergeText: string | null = null;
