@@ -5,6 +5,7 @@
 // Its DOM node lives across the dashboard's re-renders, so scroll and follow survive them.
 import { LivePartBuffer, DEFAULT_LIVE_LIMITS, type LivePart } from '../src/core/live/live-parts';
 import { inertText } from '../src/core/text/inert-text';
+import { userWordsIn } from '../src/core/loop/user-message';
 import type { LiveBatch, LiveProbe, LiveSessionView, LoopDetail, LoopKey, WebviewToHost } from '../src/vscode/dashboard/protocol';
 
 /** Sessions whose parts the webview keeps (the shown one is never dropped). */
@@ -133,6 +134,7 @@ export class LiveView {
       sessions: this.sessions.length,
       toolCalls: Array.from(this.partList.querySelectorAll('[data-live-tool]')).map((n) => `${n.getAttribute('data-live-tool')} ${n.getAttribute('data-status')}`),
       partRows: this.partList.childElementCount,
+      userMessages: Array.from(this.partList.querySelectorAll('[data-user-message] .live-text')).map((n) => n.textContent ?? ''),
       textChars: buffer ? buffer.parts().reduce((n, p) => n + (p.kind === 'tool' || p.fromUser ? 0 : p.textLength), 0) : 0,
       parts: buffer ? buffer.parts().map((p) => ({ partId: p.partId, kind: p.fromUser ? 'prompt' : p.kind, chars: p.textLength, updates: p.updates })) : [],
       updatesApplied: this.stats.updatesApplied,
@@ -293,8 +295,17 @@ export class LiveView {
       if (t.args) node.append(el('code', 'live-tool-args', t.args));
       if (t.result) node.append(el('div', 'live-tool-result', `→ ${t.result}`));
     } else if (part.fromUser) {
-      node = el('details', 'live-part live-prompt');
-      node.append(el('summary', undefined, `Forge's prompt (${part.textLength} characters)`), el('pre', undefined, part.text));
+      // The user's words (forge tell, Message the Agent) show as such, not folded into Forge's prompt.
+      const words = userWordsIn(part.text);
+      const direct = words !== null && part.text.length === part.textLength && part.text.startsWith('Message from the user');
+      node = el(direct ? 'div' : 'details', direct ? 'live-part' : 'live-part live-prompt');
+      if (!direct) node.append(el('summary', undefined, `Forge's prompt (${part.textLength} characters)`), el('pre', undefined, part.text));
+      if (words !== null) {
+        const said = el('div', 'live-user-message');
+        said.setAttribute('data-user-message', '');
+        said.append(el('span', 'muted', '✉ message from the user: '), el('span', 'live-text', words));
+        node.append(said);
+      }
     } else {
       node = el('div', `live-part live-${part.kind}${part.ended ? '' : ' streaming'}`);
       if (part.kind === 'reasoning') node.append(el('span', 'muted', 'thinking: '));

@@ -266,6 +266,7 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
   const actions = h('div', { class: 'actions' });
   const act = (label: string, action: LoopAction, secondary = true) => actions.append(button(label, () => send({ type: 'loopAction', loop: detail.key, action }), secondary));
   if (running) act('Cancel', 'cancel', false);
+  if (running) act('Message the Agent', 'message');
   if (!running && detail.status !== 'completed') act('Restart', 'restart', false);
   if (running && detail.supervision !== 'this-window') act('Force Restart', 'forceRestart');
   if (detail.worktreeDir) act('Open Worktree', 'openWorktree');

@@ -8,7 +8,7 @@ import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary
 import { editDistance } from '../core/config/settings';
 
 /** The commands of `forge` (their help: help.ts). */
-export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'accept', 'cancel', 'restart', 'completion', 'help'] as const;
+export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
 export type Verb = (typeof VERBS)[number];
 
 /**
@@ -76,6 +76,7 @@ export type CliCommand =
   | ({ command: 'findings'; name: string; accept: number | null } & CommonOptions)
   | ({ command: 'accept'; name: string; squash: boolean; mergeCommit: boolean; remove: boolean; push: string | null } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
+  | ({ command: 'tell'; name: string; text: string } & CommonOptions)
   | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
 
@@ -380,6 +381,12 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     }
     case 'cancel':
       return { command, name: one('loop name'), ...common };
+    case 'tell': {
+      const [name, ...words] = rest;
+      const text = words.join(' ');
+      if (!name || text.trim() === '') throw new UsageError('forge tell needs a loop name and the message, e.g. forge tell l1 "use the existing parser".');
+      return { command, name, text, ...common };
+    }
     case 'restart': {
       const models = modelOptions(v as Record<string, string | boolean | undefined>);
       return { command, name: one('loop name'), force: v.force ?? false, ...models, budget: budgetOptions(v as Record<string, string | boolean | undefined>), follow: v.follow ?? false, noHandover: v['no-handover'] ?? false, ...common };

@@ -42,6 +42,8 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       return `[${name}] ${formatCheckRun(e.run)}`;
     case 'loop.notice':
       return `[${name}] ${e.level}: ${e.message}`;
+    case 'loop.user_message':
+      return `[${name}] message from the user ${e.delivery === 'session' ? `sent into session ${e.sessionId}` : 'kept for the next session'}: ${e.text}`;
     case 'loop.usage':
       return null;
     case 'loop.budget':

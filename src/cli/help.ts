@@ -151,6 +151,11 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     summary: 'cancel a running loop',
     forms: [{ usage: 'forge cancel NAME', options: [], example: ['cancel', 'l1'] }],
   },
+  tell: {
+    summary: "send a message to a running loop's agent",
+    forms: [{ usage: 'forge tell NAME "TEXT"', options: [], example: ['tell', 'l1', 'use the existing parser'] }],
+    notes: ['Goes into the running session at once, or into the next session\'s prompt when the loop is between sessions; the loop\'s supervising process (a forge run or a VS Code window) must be alive.'],
+  },
   restart: {
     summary: 'restart a loop that is not completed (also on other models or with a new budget)',
     forms: [{ usage: 'forge restart NAME [options]', options: ['force', 'model', 'auditor-model', 'variant', 'budget', 'budget-tokens', 'budget-auditor-share', 'follow', 'no-handover'], example: ['restart', 'l1'] }],

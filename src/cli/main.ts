@@ -107,6 +107,20 @@ async function loadPart<T>(load: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * `forge tell` (issue 29): the user's words go to the process that supervises the loop — the data
+ * folder's engine (a `forge run` or a VS Code window) — which sends them into the running session
+ * or keeps them for the next session's prompt. This process writes nothing.
+ */
+async function tellLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'tell' }>): Promise<number> {
+  const { projectId } = await engine.runtime.projectOf(cmd.repo);
+  const { tellLoop: tell } = await loadPart(() => import('../core/engine-host'));
+  const told = await tell(engine.runtime, dataDirOf(cmd), { projectId, name: cmd.name }, cmd.text);
+  const where = told.delivery === 'session' ? `sent into its running session ${told.sessionId}` : "kept for its next session's prompt (the loop is between sessions)";
+  out(cmd.json ? JSON.stringify({ loop: cmd.name, delivery: told.delivery, sessionId: told.sessionId }) : `Message to loop "${cmd.name}" ${where}.`);
+  return 0;
+}
+
 function dataDirOf(cmd: Exclude<CliCommand, { command: 'help' }>): string {
   return resolve(cmd.dataDir ?? resolveDataDir(process.env));
 }
@@ -131,7 +145,7 @@ async function openEngine(cmd: Exclude<CliCommand, { command: 'help' }>, setting
     embeddedModel: startEmbeddedModel,
     hostKind: 'cli',
     // Commands that only read must leave the data folder as they found it, damaged files included.
-    readOnly: cmd.command === 'status' || (cmd.command === 'findings' && cmd.accept === null) || (cmd.command === 'group' && cmd.action === 'status'),
+    readOnly: cmd.command === 'status' || cmd.command === 'tell' || (cmd.command === 'findings' && cmd.accept === null) || (cmd.command === 'group' && cmd.action === 'status'),
   });
   // What the engine's start removed after a killed Forge process (on stderr: stdout stays the command's).
   const { removed, problems } = engine.crashCleanup;
@@ -343,6 +357,8 @@ async function main(argv: string[]): Promise<number> {
       }
       case 'accept':
         return await (await loadPart(() => import('./accept-command'))).runAcceptCommand(engine, cmd, settings, { out, err });
+      case 'tell':
+        return await tellLoop(engine, cmd);
       case 'cancel': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
         await engine.runtime.cancel({ projectId, name: cmd.name });

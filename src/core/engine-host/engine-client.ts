@@ -14,6 +14,8 @@ export interface EngineConnection {
   /** Sends a start or restart; resolves with the engine's first answer to it. */
   request(message: StartOrRestart): Promise<Extract<EngineReply, { type: 'accepted' | 'refused' | 'error' }>>;
   cancel(ref: LoopRef): void;
+  /** Sends the user's words to a loop the engine drives; resolves with its answer (null: the engine went away). */
+  tell(ref: LoopRef, text: string): Promise<Extract<EngineReply, { type: 'told' | 'refused' | 'error' }> | null>;
   /** Every later reply (events, live feed, cancelled) in order. */
   onReply(listener: (reply: EngineReply) => void): void;
   /** Called once when the connection ends (the engine closed it or its process died). */
@@ -135,6 +137,14 @@ export async function connectToEngine(dataDir: string, timeoutMs = 10_000): Prom
     },
     cancel(ref) {
       send({ type: 'cancel', secret, ref });
+    },
+    async tell(ref, text) {
+      send({ type: 'tell', secret, ref, text });
+      for (;;) {
+        const reply = await next(60_000);
+        if (!reply) return null;
+        if (reply.type === 'told' || reply.type === 'refused' || reply.type === 'error') return reply;
+      }
     },
     onReply(l) {
       listener = l;

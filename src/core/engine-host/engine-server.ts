@@ -173,6 +173,17 @@ export async function becomeEngine(deps: EngineEndpointDeps): Promise<EngineEndp
         );
         return;
       }
+      if (request.type === 'tell') {
+        if (!deps.runtime.isSupervising(request.ref)) {
+          send({ type: 'error', code: 'not_running', message: `This engine (process ${info.pid}) does not supervise loop "${request.ref.name}".` });
+          return;
+        }
+        await deps.runtime.tell(request.ref, request.text).then(
+          (told) => send({ type: 'told', ...told }),
+          (error) => send(errorReply(error)),
+        );
+        return;
+      }
       await startOrRestart(request);
     }
 

@@ -5,3 +5,4 @@ export { endpointPaths, readEngineInfo } from './endpoint-files';
 export { compatibilityKey, type EngineInfo, type EngineKind } from './protocol';
 export { describeSupervision, formatSupervision, supervisorKind, type LoopSupervision } from './supervision';
 export { judgeHandOverAnswer, planHandOver, type HandOverOutcome, type HandOverPlan, type SuperviseHereReason } from './handover-decision';
+export { tellLoop, type ToldLoop } from './tell-loop';

@@ -6,7 +6,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import * as z from '../config/zod';
-import type { LoopRef, LoopRuntimeEvent, RestartLoopOptions, StartLoopRequest } from '../loop/runtime-types';
+import { MAX_USER_MESSAGE_CHARS, type LoopRef, type LoopRuntimeEvent, type RestartLoopOptions, type StartLoopRequest, type UserMessageDelivery } from '../loop/runtime-types';
 import type { LiveFeedEvent } from '../live/live-feed';
 import { fingerprint } from '../process/fingerprint';
 
@@ -80,13 +80,16 @@ export const engineRequestSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('start'), ...common, request: startRequest }),
   z.strictObject({ type: z.literal('restart'), ...common, ref, options: restartOptions }),
   z.strictObject({ type: z.literal('cancel'), secret: z.string(), ref }),
+  /** The user's words to a loop this engine drives (`forge tell`, issue 29). */
+  z.strictObject({ type: z.literal('tell'), secret: z.string(), ref, text: z.string().check(z.minLength(1), z.maxLength(MAX_USER_MESSAGE_CHARS)) }),
 ]);
 
 export type EngineRequest =
   | { type: 'hello'; secret: string; version: number }
   | { type: 'start'; secret: string; clientPid: number; follow?: boolean; compat: string; request: StartLoopRequest }
   | { type: 'restart'; secret: string; clientPid: number; follow?: boolean; compat: string; ref: LoopRef; options: RestartLoopOptions }
-  | { type: 'cancel'; secret: string; ref: LoopRef };
+  | { type: 'cancel'; secret: string; ref: LoopRef }
+  | { type: 'tell'; secret: string; ref: LoopRef; text: string };
 
 /** Why an engine refuses a request outright (before any loop is touched). */
 export type RefusalCode = 'unauthorized' | 'bad_message' | 'incompatible' | 'closing' | 'version';
@@ -99,7 +102,8 @@ export type EngineReply =
   | { type: 'error'; code: string; message: string }
   | { type: 'event'; event: LoopRuntimeEvent }
   | { type: 'live'; event: LiveFeedEvent }
-  | { type: 'cancelled' };
+  | { type: 'cancelled' }
+  | { type: 'told'; delivery: UserMessageDelivery; sessionId: string | null };
 
 const loopEvent = z.looseObject({ type: z.string().check(z.startsWith('loop.')), loop: ref });
 const engineInfo = z.strictObject({
@@ -118,6 +122,7 @@ export const engineReplySchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('event'), event: loopEvent }),
   z.strictObject({ type: z.literal('live'), event: z.looseObject({ type: z.enum(['session', 'part']), loop: ref }) }),
   z.strictObject({ type: z.literal('cancelled') }),
+  z.strictObject({ type: z.literal('told'), delivery: z.enum(['session', 'next_session']), sessionId: z.nullable(z.string()) }),
 ]);
 
 export const engineInfoSchema = engineInfo;

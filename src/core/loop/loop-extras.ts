@@ -44,6 +44,8 @@ export interface StoredLoopExtras {
   variant?: string;
   /** The cost governor's budget (absent: none); a restart may set a new one. */
   budget?: LoopBudget;
+  /** The user's messages (`forge tell`) waiting for the next session's first prompt; cleared once sent. */
+  pendingUserMessages?: string[];
   /** The 80 % warning was given in this run of the loop (a restart with a new budget clears it). */
   budgetWarned?: boolean;
 }

@@ -16,8 +16,8 @@ import type { AgentEvent } from '../opencode/agent-client';
 import { FORGE_MCP_SERVER_NAME } from '../opencode/forge-tools';
 import { MALFORMED_STREAM_SUMMARY, summarizeModelError } from '../opencode/event-normalizer';
 import type { ForgeRepositories, LoopRow } from '../storage/repositories';
-import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt } from './prompts';
-import type { LoopRef, LoopRuntimeEvent } from './runtime-types';
+import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt, buildUserMessage } from './prompts';
+import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent, type UserMessageDelivery } from './runtime-types';
 import { terminationReasonToString, terminationStatusFor, type LoopLimits, type LoopState, type TerminationReason } from './state';
 import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
 import { readExtras } from './loop-extras';
@@ -187,13 +187,49 @@ export class LoopSupervisor {
       await this.applyTransition({ kind: 'terminate', event: 'session_creation_failed', to: state, reason: { kind: 'session_creation_failed' }, effects: [] });
       return;
     }
-    await this.sendPrompt(buildPhasePrompt(promptContextFor(this.repos, opened, state)));
+    const context = promptContextFor(this.repos, opened, state);
+    const failed = await this.sendPromptOrFail(buildPhasePrompt(context));
+    // The user's messages went out with that prompt: they are delivered, not kept for the next one.
+    if (!failed && context.userMessages && context.userMessages.length > 0) this.dropDeliveredUserMessages(context.userMessages.length);
     this.sessions.afterFirstActivity(state);
   }
 
+  /**
+   * The user's words to the agent (issue 29): into the running session at once (opencode queues
+   * them behind its turn), or, between sessions (none yet, its pass handed off, the loop at a
+   * gate), kept for the next session's first prompt. Not under the loop's lock: a gate's checks
+   * may hold it for minutes, and the user is told at once where the message went.
+   */
+  async tell(text: string): Promise<{ delivery: UserMessageDelivery; sessionId: string | null }> {
+    if (this.ended || this.scope.disposed) throw new LoopRuntimeError('not_running', `Loop "${this.ref.name}" is ending; it takes no more messages.`);
+    const cur = this.sessions.current;
+    let result: { delivery: UserMessageDelivery; sessionId: string | null };
+    if (cur && !cur.handedOff && !cur.budgetStopped && this.scope.client) {
+      const sessionId = await this.sessions.interject(buildUserMessage(text));
+      result = { delivery: 'session', sessionId };
+    } else {
+      const pending = readExtras(this.loop()).pendingUserMessages ?? [];
+      this.repos.loops.mergeState(this.ref.projectId, this.ref.name, { pendingUserMessages: [...pending, text] });
+      result = { delivery: 'next_session', sessionId: null };
+    }
+    this.deps.emit({ type: 'loop.user_message', loop: this.ref, text, ...result });
+    return result;
+  }
+
+  private dropDeliveredUserMessages(count: number): void {
+    const pending = readExtras(this.loop()).pendingUserMessages ?? [];
+    this.repos.loops.mergeState(this.ref.projectId, this.ref.name, { pendingUserMessages: pending.slice(count) });
+  }
+
   private async sendPrompt(text: string): Promise<void> {
+    await this.sendPromptOrFail(text);
+  }
+
+  /** Sends a prompt to the current session; true when it could not be sent (the transition applied). */
+  private async sendPromptOrFail(text: string): Promise<boolean> {
     const failed = await this.sessions.prompt(text);
     if (failed) await this.applyTransition(nextTransition(this.state(), { type: 'model_error', message: `prompt could not be sent: ${(failed.error as Error).message}` }, this.limits()));
+    return failed !== undefined;
   }
 
   private onAgentEvent(event: AgentEvent): void {
@@ -207,7 +243,10 @@ export class LoopSupervisor {
       const first = cur.onFirstActivity;
       cur.onFirstActivity = undefined;
       first?.();
-      if (event.kind === 'tool' && event.tool === HANDOFF_TOOL && event.toolStatus === 'completed' && event.sessionId === cur.id) this.checkpoints.startEarly(cur);
+      if (event.kind === 'tool' && event.tool === HANDOFF_TOOL && event.toolStatus === 'completed' && event.sessionId === cur.id) {
+        cur.handedOff = true;
+        this.checkpoints.startEarly(cur);
+      }
       if (event.kind === 'tool' && event.tool) {
         const key = `${event.messageId}:${event.tool}`;
         if (event.toolStatus === 'pending' || event.toolStatus === 'running') cur.runningTools.add(key);
@@ -448,6 +487,11 @@ export class LoopSupervisor {
     const reasonText = terminationReasonToString(reason);
     const loopBefore = this.loop();
     this.writes.recordEnd(event, state, effects, status, reasonText);
+    // A message kept for a next session that never came is not silently lost: the user is told.
+    const undelivered = readExtras(loopBefore).pendingUserMessages?.length ?? 0;
+    if (undelivered > 0) {
+      this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'warning', message: `${undelivered} message${undelivered === 1 ? '' : 's'} from the user (forge tell) reached no agent: the loop ended (${reasonText}) before another session started${status === 'completed' ? '' : '; a restart delivers them'}.` });
+    }
     // The last commit (and merge) runs while opencode stops: the session is over, and git and
     // opencode have nothing to wait for from each other. The worktree goes (when asked) after both.
     let mergeText: string | null = null;

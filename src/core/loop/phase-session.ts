@@ -123,6 +123,16 @@ export class PhaseSessions {
   }
 
   /**
+   * Sends the user's message into the current session without touching its pass's bookkeeping:
+   * opencode queues a prompt sent to a busy session and the agent reads it within its turn.
+   */
+  async interject(text: string): Promise<string> {
+    const cur = this.current!;
+    await this.scope.client!.promptAsync({ sessionId: cur.id, text, agent: FORGE_AGENT_NAMES[cur.role], ...(cur.model ? { model: parseModelRef(cur.model) } : {}), ...(cur.variant ? { variant: cur.variant } : {}) });
+    return cur.id;
+  }
+
+  /**
    * Aborts a session and waits until opencode reports it idle (at most 5 s): a new session
    * prompted while the old one is still unwinding can be interrupted along with it.
    */

@@ -43,5 +43,6 @@ export function promptContextFor(repos: ForgeRepositories, loop: LoopRow, state:
     worktreeDir: loop.worktreeDir!,
     baseCommit: loop.baseCommit!,
     branch: loop.branch!,
+    userMessages: extras.pendingUserMessages ?? [],
   };
 }

@@ -4,6 +4,7 @@
  * prose never reaches the coder. Agents end a pass by calling Forge's handoff tool — the
  * runtime never reads their prose to decide anything.
  */
+import { userMessagesSection } from './user-message';
 import type { LoopState } from './state';
 
 /** Tool names as the model sees them: opencode prefixes MCP tools with the server name `forge`. */
@@ -63,6 +64,8 @@ export interface PromptContext {
   worktreeDir: string;
   baseCommit: string;
   branch: string;
+  /** The user's messages (`forge tell`) sent while the loop was between sessions, oldest first. */
+  userMessages?: readonly string[];
 }
 
 function findingBlock(f: PromptFinding): string {
@@ -253,8 +256,14 @@ export function buildPostActionPrompt(ctx: PromptContext): string {
   ].join('\n');
 }
 
-/** The prompt a fresh session of the state's phase starts with. */
+export { buildUserMessage } from './user-message';
+
+/** The prompt a fresh session of the state's phase starts with, then the user's queued messages. */
 export function buildPhasePrompt(ctx: PromptContext): string {
+  return phasePrompt(ctx) + userMessagesSection(ctx.userMessages ?? []);
+}
+
+function phasePrompt(ctx: PromptContext): string {
   switch (ctx.state.phase) {
     case 'coding':
       return buildCodingPrompt(ctx);
@@ -268,6 +277,7 @@ export function buildPhasePrompt(ctx: PromptContext): string {
       return buildPostActionPrompt(ctx);
   }
 }
+
 
 export function buildHandoffReminder(ctx: Pick<PromptContext, 'state'>): string {
   const role = ctx.state.phase === 'auditing' || ctx.state.phase === 'final_auditing' ? 'audit' : 'work';

@@ -97,6 +97,11 @@ export type LoopRuntimeEvent =
   | { type: 'loop.check'; loop: LoopRef; run: CheckRunRow }
   | { type: 'loop.notice'; loop: LoopRef; level: 'info' | 'warning' | 'error'; message: string }
   /**
+   * The user's words to the agent (`forge tell`, *Message the Agent*, issue 29): sent into the
+   * running session (`session`, its id) or kept for the next session's first prompt (`next_session`).
+   */
+  | { type: 'loop.user_message'; loop: LoopRef; text: string; delivery: UserMessageDelivery; sessionId: string | null }
+  /**
    * The cost governor: `warning` once at 80 % of a limit; `paused` when the loop stops at a
    * hand-over because a limit is spent (a `loop.ended` with status `paused` follows).
    */
@@ -113,6 +118,12 @@ export type LoopRuntimeEvent =
     }
   /** Another process took over supervision (force restart elsewhere); this process stopped driving. */
   | { type: 'loop.supervision_lost'; loop: LoopRef };
+
+/** Where a user's message to a running loop went. */
+export type UserMessageDelivery = 'session' | 'next_session';
+
+/** Longest message a user may send to a running loop (characters). */
+export const MAX_USER_MESSAGE_CHARS = 20_000;
 
 export type LoopRuntimeListener = (event: LoopRuntimeEvent) => void;
 
@@ -153,6 +164,11 @@ export interface LoopRuntime {
   projectOf(repoPath: string): Promise<{ projectId: string; repoDir: string; headCommit: string }>;
   start(request: StartLoopRequest): Promise<LoopRef & { notices: string[]; confinement: Confinement }>;
   cancel(ref: LoopRef): Promise<void>;
+  /**
+   * Delivers the user's words to a loop this process drives: into its running session at once,
+   * or into the next session's prompt when it sits between sessions. `not_running` otherwise.
+   */
+  tell(ref: LoopRef, text: string): Promise<{ delivery: UserMessageDelivery; sessionId: string | null }>;
   restart(ref: LoopRef, options?: RestartLoopOptions): Promise<void>;
   get(ref: LoopRef): LoopRow | undefined;
   list(projectId: string): LoopRow[];

@@ -45,6 +45,8 @@ import { stepTimer } from './step-timer';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
 import {
   LoopRuntimeError,
+  MAX_USER_MESSAGE_CHARS,
+  type UserMessageDelivery,
   type LoopRef,
   type LoopRuntime,
   type LoopRuntimeEvent,
@@ -575,6 +577,17 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     void sup.begin('restart');
   }
 
+  async function tell(ref: LoopRef, text: string): Promise<{ delivery: UserMessageDelivery; sessionId: string | null }> {
+    const loop = repos.loops.get(ref.projectId, ref.name);
+    if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
+    if (loop.status !== 'running' && loop.status !== 'starting') throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}); a message reaches only a running loop.`);
+    if (text.trim() === '') throw new LoopRuntimeError('bad_request', 'The message is empty: say what the agent should know.');
+    if (text.length > MAX_USER_MESSAGE_CHARS) throw new LoopRuntimeError('bad_request', `The message is ${text.length} characters long; at most ${MAX_USER_MESSAGE_CHARS} are sent to the agent.`);
+    const sup = supervisors.get(key(ref));
+    if (!sup) throw new LoopRuntimeError('not_running', `This process does not drive loop "${ref.name}".`);
+    return sup.tell(text);
+  }
+
   return {
     async projectOf(repoPath) {
       const p = await projectOf(repoPath);
@@ -582,6 +595,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     },
     start,
     cancel,
+    tell,
     restart,
     get: (ref) => repos.loops.get(ref.projectId, ref.name),
     list: (projectId) => repos.loops.list(projectId),

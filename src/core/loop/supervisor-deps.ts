@@ -67,6 +67,8 @@ export interface CurrentSession {
   serverGeneration: number;
   /** The budget ran out during this session and its stop is under way (issue 28). */
   budgetStopped?: boolean;
+  /** The session called the handoff tool: its pass is over, a user's message waits for the next one. */
+  handedOff?: boolean;
 }
 
 /** The loop a supervisor part works for: its reference, the engine's deps and its stored row. */

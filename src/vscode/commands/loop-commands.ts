@@ -30,6 +30,42 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     return { status: 'done' };
   });
 
+  // Message the Agent (issue 29): the user's words go into the loop's running session, or into
+  // its next session's prompt; the process that supervises the loop (this window or another
+  // Forge process) delivers them. `arg.text` (API, tests) skips the input box.
+  registerForgeCommand(ctx, 'forge.messageAgent', vscode.l10n.t('Message the Agent'), async (arg) => {
+    const missing = noWorkspace(ctx, vscode.l10n.t('message a loop\'s agent'));
+    if (missing) return missing;
+    await engineWithProgress(ctx);
+    const summary = await resolveLoop(ctx, arg, isLive, vscode.l10n.t('Which running loop\'s agent should get the message?'));
+    if (summary === 'none') return noLoop(vscode.l10n.t('message (none is running)'));
+    if (!summary) return { status: 'cancelled' };
+    const given = arg && typeof arg === 'object' ? (arg as { text?: unknown }).text : undefined;
+    const text =
+      typeof given === 'string'
+        ? given
+        : await vscode.window.showInputBox({
+            title: vscode.l10n.t('Message the agent of loop "{0}"', summary.loop.name),
+            prompt: vscode.l10n.t('Sent into the running session at once, or into the next session\'s prompt when the loop is between sessions.'),
+            validateInput: (v) => (v.trim() === '' ? vscode.l10n.t('Say what the agent should know.') : undefined),
+          });
+    if (text === undefined || text.trim() === '') return { status: 'cancelled' };
+    const [engine, core] = await Promise.all([ctx.engine.get(), ctx.loadCore()]);
+    try {
+      const told = await core.tellLoop(engine.runtime, engine.dataDir, summary.loop, text);
+      ctx.loops.refresh();
+      void ctx.notifier.info(
+        told.delivery === 'session'
+          ? vscode.l10n.t('Forge: message sent to the agent of loop "{0}" (its running session).', summary.loop.name)
+          : vscode.l10n.t('Forge: message kept for the next session of loop "{0}" (it is between sessions).', summary.loop.name),
+      );
+      return { status: 'done', detail: told.delivery };
+    } catch (error) {
+      if (error instanceof core.LoopRuntimeError) return refused(ctx, 'no-loop', vscode.l10n.t('Forge: {0}', error.message));
+      throw error;
+    }
+  });
+
   const restart = (force: boolean) => async (arg: unknown): Promise<CommandResult> => {
     const untrusted = refuseIfUntrusted(ctx.notifier, force ? vscode.l10n.t('force-restart a loop') : vscode.l10n.t('restart a loop'));
     if (untrusted) return { status: 'refused', reason: 'untrusted', message: untrusted };

@@ -223,6 +223,7 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
         case 'loopAction': {
           const command = {
             cancel: 'forge.cancelLoop',
+            message: 'forge.messageAgent',
             restart: 'forge.restartLoop',
             forceRestart: 'forge.forceRestartLoop',
             openWorktree: 'forge.openWorktree',

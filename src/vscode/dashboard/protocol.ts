@@ -359,6 +359,8 @@ export interface LiveProbe {
   /** Tool call rows shown: `name status`. */
   readonly toolCalls: readonly string[];
   readonly partRows: number;
+  /** The user's messages (forge tell, Message the Agent) shown as such, as their rows read. */
+  readonly userMessages: readonly string[];
   /** Characters of text seen in the shown session (kept or not). */
   readonly textChars: number;
   /** The shown session's parts: characters seen and updates applied per part. */
@@ -372,7 +374,7 @@ export interface LiveProbe {
   readonly lagMaxMs: number;
 }
 
-export type LoopAction = 'cancel' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
+export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
 
 export type WebviewToHost =
   | { readonly type: 'ready' }

@@ -78,6 +78,9 @@ describe('forge CLI arguments', () => {
     assert.equal((parseCli(['findings', 'l1', '--accept', '7'], '/c') as { accept: number | null }).accept, 7);
     assert.throws(() => parseCli(['findings', 'l1', '--accept', 'x'], '/c'), /--accept takes a finding's number/);
     assert.throws(() => parseCli(['status', '--accept', '1'], '/c'), /--accept applies to forge findings only/);
+    assert.deepEqual(parseCli(['tell', 'l1', 'use the', '--json', 'parser'], '/c'), { command: 'tell', name: 'l1', text: 'use the parser', repo: '/c', dataDir: null, json: true });
+    usage(['tell', 'l1'], /forge tell needs a loop name and the message/);
+    usage(['tell', 'l1', '  '], /forge tell needs a loop name and the message/);
     assert.equal((parseCli(['restart', 'l1', '--force'], '/c') as { force: boolean }).force, true);
     assert.equal((parseCli(['restart', 'l1', '--follow'], '/c') as { follow: boolean }).follow, true);
     assert.equal((parseCli(['goal', 'x', '--follow'], '/c') as { follow: boolean }).follow, true);

@@ -29,6 +29,10 @@ describe('engine protocol (pure)', () => {
     assert.ok(ok.ok, JSON.stringify(ok));
     assert.ok(parseRequest(JSON.stringify({ type: 'hello', secret: 's', version: 1 })).ok);
     assert.ok(parseRequest(JSON.stringify({ type: 'cancel', secret: 's', ref: { projectId: 'p', name: 'n' } })).ok);
+    assert.ok(parseRequest(JSON.stringify({ type: 'tell', secret: 's', ref: { projectId: 'p', name: 'n' }, text: 'hi' })).ok);
+    // An empty message, or one past the limit, is refused before the engine acts on it.
+    assert.equal(parseRequest(JSON.stringify({ type: 'tell', secret: 's', ref: { projectId: 'p', name: 'n' }, text: '' })).ok, false);
+    assert.equal(parseRequest(JSON.stringify({ type: 'tell', secret: 's', ref: { projectId: 'p', name: 'n' }, text: 'x'.repeat(20_001) })).ok, false);
     assert.ok(parseRequest(JSON.stringify({ type: 'restart', secret: 's', clientPid: 1, compat: 'k', ref: { projectId: 'p', name: 'n' }, options: { force: true, budget: { tokens: 5 } } })).ok);
   });
 

@@ -7,9 +7,11 @@ import {
   buildFinalAuditPrompt,
   buildHandoffReminder,
   buildPhasePrompt,
+  buildUserMessage,
   type PromptContext,
   type PromptFinding,
 } from '../../../src/core/loop/prompts';
+import { userWordsIn } from '../../../src/core/loop/user-message';
 
 const finding = (over: Partial<PromptFinding> = {}): PromptFinding => ({
   id: 7,
@@ -105,5 +107,34 @@ describe('prompt builders', () => {
 
   it('the handoff reminder names the tool', () => {
     assert.ok(buildHandoffReminder({ state: initialState('plan', 1) }).includes(AGENT_TOOL.handoff));
+  });
+
+  it("the user's queued messages (forge tell) follow every phase's prompt verbatim, oldest first; none adds nothing", () => {
+    const words = 'Use the parser in src/args.js — not a new one.\n\nAlso: keep `--help` as is.';
+    for (const phase of ['coding', 'auditing', 'final_auditing', 'final_audit_fix', 'post_action'] as const) {
+      const without = buildPhasePrompt(ctx({ phase }, { postAction: 'tag it' }));
+      assert.equal(buildPhasePrompt(ctx({ phase }, { postAction: 'tag it', userMessages: [] })), without, phase);
+      assert.doesNotMatch(without, /Message from the user/, phase);
+      const one = buildPhasePrompt(ctx({ phase }, { postAction: 'tag it', userMessages: [words] }));
+      assert.ok(one.startsWith(without), `${phase}: the phase's own prompt comes first`);
+      assert.match(one.slice(without.length), /^\n\n## Message from the user \(via forge tell\)\n/, phase);
+      assert.ok(one.endsWith(`\n${words}`), `${phase}: the words verbatim, last`);
+    }
+    const two = buildPhasePrompt(ctx({}, { userMessages: ['first', 'second'] }));
+    assert.match(two, /## Messages from the user \(via forge tell\), oldest first \(2\)/);
+    assert.ok(two.indexOf('\nfirst\n') < two.indexOf('\nsecond'), 'oldest first');
+  });
+
+  it("a message into a running session is framed as the user's, with the words verbatim", () => {
+    const m = buildUserMessage('stop touching README.md');
+    assert.match(m, /^Message from the user \(via forge tell\):\n\nstop touching README\.md\n\n/);
+  });
+
+  it("the live view finds the user's words again in either prompt, and none in Forge's own", () => {
+    const words = 'keep it small\n\nreally';
+    assert.equal(userWordsIn(buildUserMessage(words)), words);
+    assert.equal(userWordsIn(buildPhasePrompt(ctx({}, { userMessages: [words] }))), words);
+    assert.equal(userWordsIn(buildPhasePrompt(ctx({}))), null);
+    assert.equal(userWordsIn(buildHandoffReminder({ state: initialState('plan', 1) })), null);
   });
 });
