@@ -142,7 +142,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
   accept: {
     summary: "merge a loop's branch into its base branch, or push it",
     forms: [
-      { usage: 'forge accept NAME [--squash | --merge-commit] [--remove]', does: 'fast-forward the base branch when possible, else a merge commit or a squash', options: ['squash', 'merge-commit', 'remove'], example: ['accept', 'l1'] },
+      { usage: 'forge accept NAME [options]', does: 'fast-forward the base branch when possible, else a merge commit or a squash', options: ['squash', 'merge-commit', 'remove'], example: ['accept', 'l1'] },
       { usage: 'forge accept NAME --push REMOTE', does: "push the loop's branch with your own git and print the compare / pull-request URL (github.com, gitlab.com, bitbucket.org)", options: ['push'], example: ['accept', 'l1', '--push', 'origin'] },
     ],
     notes: ["Refused, with nothing changed, while the loop runs, when your checkout of the base branch has uncommitted changes, or when the merge conflicts. Each accept is recorded (who, when, how, the commit) and shown by forge status NAME."],
@@ -157,7 +157,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     notes: ['Goes into the running session at once, or into the next session\'s prompt when the loop is between sessions; the loop\'s supervising process (a forge run or a VS Code window) must be alive.'],
   },
   restart: {
-    summary: 'restart a loop that is not completed (also on other models or with a new budget)',
+    summary: 'restart a loop that is not completed (other models, more budget)',
     forms: [{ usage: 'forge restart NAME [options]', options: ['force', 'model', 'auditor-model', 'variant', 'budget', 'budget-tokens', 'budget-auditor-share', 'follow', 'no-handover'], example: ['restart', 'l1'] }],
     notes: [BUDGET_NOTE],
   },
