@@ -28,6 +28,8 @@ import { GroupError } from '../core/groups/group-types';
 import { readInputFile } from './read-input';
 import { inertText } from '../core/text/inert-text';
 import { namedLoopModels } from '../core/opencode/model-check';
+// Light (the engine client, as a handed-over run uses): loaded at start, not a chunk of its own.
+import { tellLoop as tellSupervisedLoop } from '../core/engine-host/tell-loop';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -114,8 +116,7 @@ async function loadPart<T>(load: () => Promise<T>): Promise<T> {
  */
 async function tellLoop(engine: ForgeEngine, cmd: Extract<CliCommand, { command: 'tell' }>): Promise<number> {
   const { projectId } = await engine.runtime.projectOf(cmd.repo);
-  const { tellLoop: tell } = await loadPart(() => import('../core/engine-host'));
-  const told = await tell(engine.runtime, dataDirOf(cmd), { projectId, name: cmd.name }, cmd.text);
+  const told = await tellSupervisedLoop(engine.runtime, dataDirOf(cmd), { projectId, name: cmd.name }, cmd.text);
   const where = told.delivery === 'session' ? `sent into its running session ${told.sessionId}` : "kept for its next session's prompt (the loop is between sessions)";
   out(cmd.json ? JSON.stringify({ loop: cmd.name, delivery: told.delivery, sessionId: told.sessionId }) : `Message to loop "${cmd.name}" ${where}.`);
   return 0;
