@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -44,6 +44,13 @@ export interface OciCreateContext {
   /** Podman rootless: map the invoking user with keep-id instead of --user. */
   rootless: boolean;
   adjustments: OciAdjustments;
+  /**
+   * Whether the worktree's `.git` is a regular file (a linked worktree's): mounted read-only when it
+   * is. A worktree without one (a test's plain folder) or with a link there gets no mount, as
+   * bwrap's `--ro-bind-try` gets none for a missing file: Forge's git never reads that entry and
+   * puts it back before a commit, and a link's host target is never mounted.
+   */
+  worktreeGitEntry?: boolean;
 }
 
 export function buildOciCreateArgs(spec: SandboxSpec, ctx: OciCreateContext): string[] {
@@ -73,7 +80,7 @@ export function buildOciCreateArgs(spec: SandboxSpec, ctx: OciCreateContext): st
     args.push('-v', `${spec.gitCommonDir}:${spec.gitCommonDir}:ro`);
     // The worktree's .git file, read-only (issue 26); --mount fails instead of making a folder when it is missing.
     const gitFile = `${spec.worktreeDir.replace(/\/+$/, '')}/.git`;
-    args.push('--mount', `type=bind,source=${gitFile},target=${gitFile},readonly`);
+    if (ctx.worktreeGitEntry !== false) args.push('--mount', `type=bind,source=${gitFile},target=${gitFile},readonly`);
   }
   for (const p of spec.readOnlyPaths ?? []) args.push('-v', `${p}:${p}:ro`);
   for (const [k, v] of Object.entries(spec.labels ?? {})) args.push('--label', `${LABEL_SANDBOX}.${k}=${v}`);
@@ -234,6 +241,8 @@ export class OciRuntime implements SandboxRuntime {
       gid: this.gid,
       rootless: await this.isRootlessPodman(),
       adjustments: {},
+      // lstat: a `.git` link (the agent's, from an earlier session) would mount its host target.
+      worktreeGitEntry: lstatSync(path.join(spec.worktreeDir, '.git'), { throwIfNoEntry: false })?.isFile() ?? false,
     };
     for (;;) {
       const r = await this.cli(buildOciCreateArgs(spec, ctx), { timeoutMs: 120_000 });

@@ -257,5 +257,8 @@ describe('the worktree\'s .git file is read-only in every sandbox (issue 26)', (
   it('docker/podman: mounts it read-only, and fails rather than making a folder when it is missing', () => {
     const args = buildOciCreateArgs(spec, { engine: 'docker', uid: 1000, gid: 1001, rootless: false, adjustments: {} } satisfies OciCreateContext);
     assert.ok(args.includes(`type=bind,source=${gitFile},target=${gitFile},readonly`), args.join(' '));
+    // No regular .git file there (missing, or a link): no mount, so no host target of a link is mounted.
+    const without = buildOciCreateArgs(spec, { engine: 'docker', uid: 1000, gid: 1001, rootless: false, adjustments: {}, worktreeGitEntry: false } satisfies OciCreateContext);
+    assert.ok(!without.some((a) => a.includes(`source=${gitFile}`)), without.join(' '));
   });
 });
