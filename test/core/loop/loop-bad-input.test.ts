@@ -137,6 +137,9 @@ describe('bad input: a clear message, nothing created or lost', function () {
     assert.match(notRepo.stderr, /git/i);
   });
 
+  /** The start's notices other than the one saying no check gates the loop (these plans and goals name none). */
+  const besidesNoCheck = (notices: readonly string[]) => notices.filter((n) => !n.startsWith('No check:'));
+
   let thirtyAttempts = 0;
   it('30 sections run as 24 (and it says so); restart of a completed loop is refused; restart with worktree and branch gone says why', async () => {
     // A retried attempt must not trip over the loop the failed attempt left behind.
@@ -144,8 +147,10 @@ describe('bad input: a clear message, nothing created or lost', function () {
     h.model.setHandler(sessionScript(() => [hang]).handler);
     const sections = Array.from({ length: 30 }, (_, i) => `## Step ${i + 1}\nDo step ${i + 1}.`).join('\n');
     const started = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: `# Thirty\n${sections}`, name });
-    assert.equal(started.notices.length, 1);
-    assert.match(started.notices[0]!, /30 sections; Forge runs at most 24/);
+    // A plan without a Verification part also says that no check gates it (issue 28 item 5).
+    assert.ok(started.notices.some((n) => n.startsWith('No check:')), started.notices.join('\n'));
+    assert.equal(besidesNoCheck(started.notices).length, 1);
+    assert.match(besidesNoCheck(started.notices)[0]!, /30 sections; Forge runs at most 24/);
     const repos = createForgeRepositories(h.engine.db);
     assert.equal(repos.sectionPlans.list(h.projectId, name).length, 24);
     await h.engine.runtime.cancel(started);
@@ -184,7 +189,7 @@ describe('bad input: a clear message, nothing created or lost', function () {
       const again = await h.engine.runtime.start({ kind: 'plan', repoPath: h.repo.dir, planText: '# P\nLoop Name: blaze\n## One\ndo it' });
       try {
         assert.equal(again.name, 'blaze-2');
-        assert.deepEqual(again.notices, ['The name "blaze" is taken (by an earlier loop or its worktree folder), so this loop is named "blaze-2".']);
+        assert.deepEqual(besidesNoCheck(again.notices), ['The name "blaze" is taken (by an earlier loop or its worktree folder), so this loop is named "blaze-2".']);
       } finally {
         await h.engine.runtime.cancel(again);
         await h.engine.runtime.waitForEnd(again);
@@ -209,7 +214,7 @@ describe('bad input: a clear message, nothing created or lost', function () {
       await h.engine.runtime.waitForEnd(started);
       const branch = (await h.repo.git('symbolic-ref', '--short', 'HEAD')).trim();
       const repoDir = h.engine.runtime.get(started)!.repoDir!;
-      assert.deepEqual(started.notices, [
+      assert.deepEqual(besidesNoCheck(started.notices), [
         `1 file with uncommitted changes and 2 untracked files in ${repoDir} are not part of the loop: it starts from HEAD ${head.slice(0, 7)} (${branch}). Commit them, or stash them with git stash --include-untracked, first if the loop needs them.`,
       ]);
       const event = h.events.find((e) => e.type === 'loop.started' && e.loop.name === 'dirty');
