@@ -7,8 +7,9 @@
  *
  * Every engine start (any `forge` command that opens the engine, `forge status` included, and the
  * VS Code extension's engine) removes those of THIS data folder that no live process owns:
- * - a loop's resources are owned while the process whose id holds its lease runs (checked by pid
- *   and, for the lease, its expiry; another forge process on the same data folder keeps its own),
+ * - a loop's resources are owned while the process that last held its lease runs (checked by pid,
+ *   whatever the loop's status: it may be restarting the loop; another forge process on the same
+ *   data folder keeps its own),
  * - a merge worktree or merge-check sandbox is owned by the process named in its owner record
  *   (owner-records.ts), alive unless provably dead (same machine, pid gone or reused).
  * It never touches the database, a loop's worktree or branch, or another data folder's resources
@@ -33,17 +34,17 @@ export interface LoopOwnership {
 }
 
 /**
- * Whether a live process owns the loop's resources: its lease holder runs and either the loop is
- * marked running (its lease may lapse while a busy process renews late) or its lease is still
- * current (a live process ending it, its teardown under way).
+ * Whether a live process owns the loop's resources: its last lease holder runs, whatever the
+ * loop's status and lease say. The status read here may be older than that process's last write
+ * (a database snapshot), and a live process may be restarting the loop it just ended, its new
+ * sandbox already up: only the holder's death makes the resources leftovers. (`now` is kept for
+ * callers; the lease's expiry no longer decides.)
  */
-export function loopOwnedByLiveProcess(loop: LoopOwnership, now: number, alive: (pid: number) => boolean): boolean {
+export function loopOwnedByLiveProcess(loop: LoopOwnership, _now: number, alive: (pid: number) => boolean): boolean {
   if (!loop.supervisorId) return false;
   const pid = Number(loop.supervisorId.split(':')[0]);
   // An id without a pid cannot be checked: owned.
-  const holderAlive = !Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid);
-  if (!holderAlive) return false;
-  return loop.status === 'running' || loop.status === 'starting' || (loop.leaseExpiresAt ?? 0) > now;
+  return !Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid);
 }
 
 export interface CrashCleanupDeps {

@@ -26,9 +26,10 @@ describe('crash clean-up: loop ownership', () => {
   it('a dead lease holder owns nothing, whatever the lease says', () => {
     assert.equal(loopOwnedByLiveProcess(loop('running', '43:cli-a', now + 60_000), now, alive), false);
   });
-  it('an ended loop is owned only while a live holder still has its lease (its teardown)', () => {
+  it('an ended loop is owned while its last holder runs, lease or not (it may be restarting it); never without a holder', () => {
     assert.equal(loopOwnedByLiveProcess(loop('completed', '42:vscode-a', now + 1), now, alive), true);
-    assert.equal(loopOwnedByLiveProcess(loop('completed', '42:vscode-a', now - 1), now, alive), false);
+    assert.equal(loopOwnedByLiveProcess(loop('cancelled', '42:cli-a', now - 1), now, alive), true);
+    assert.equal(loopOwnedByLiveProcess(loop('cancelled', '43:cli-a', now - 1), now, alive), false);
     assert.equal(loopOwnedByLiveProcess(loop('cancelled', null, null), now, alive), false);
   });
   it('a holder id without a pid cannot be checked: owned', () => {
