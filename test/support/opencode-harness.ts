@@ -85,6 +85,8 @@ export async function startOpencodeHarness(options: HarnessOptions): Promise<Ope
     const opencode = await startLoopOpencode({
       loopName,
       worktreeDir,
+      // As a loop's: the user's checkout, whose project files a worktree may hold unchanged.
+      userCheckoutDir: repo.dir,
       toolServer,
       prompts: await loadAgentPrompts(AGENT_PROMPTS_DIR),
       extraEnv: { ...env.env, ...(options.userEnv ?? {}) },

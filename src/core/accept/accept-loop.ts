@@ -5,7 +5,7 @@
  * pushed to a remote with the user's own git. Each accept is recorded. Shared by `forge accept`
  * and *Forge: Accept Loop*.
  */
-import { execFile } from 'node:child_process';
+import { runProcess } from '../process/process-runner';
 import { userInfo } from 'node:os';
 import type { ForgeRepositories, LoopAcceptRow } from '../storage/repositories';
 import type { LoopRow } from '../storage/repositories/loops-repository';
@@ -67,13 +67,15 @@ export type UserGit = (cwd: string, args: string[]) => Promise<{ exitCode: numbe
 
 /** `git` as the user runs it, with the environment given (VS Code sets GIT_TERMINAL_PROMPT=0: no terminal to ask in). */
 export function userGit(env: NodeJS.ProcessEnv = process.env): UserGit {
-  return (cwd, args) =>
-    new Promise((resolve) => {
-      execFile('git', args, { cwd, env, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-        const code = error ? (typeof (error as { code?: unknown }).code === 'number' ? ((error as { code: number }).code) : 127) : 0;
-        resolve({ exitCode: code, stdout: String(stdout), stderr: String(stderr || (error && code === 127 ? error.message : '')) });
-      });
-    });
+  return async (cwd, args) => {
+    try {
+      const r = await runProcess('git', args, { cwd, env, stdin: 'ignore' });
+      return { exitCode: r.exitCode ?? 128, stdout: r.stdout, stderr: r.stderr };
+    } catch (error) {
+      // git could not start (not installed, or the folder is gone): as a shell would say it.
+      return { exitCode: 127, stdout: '', stderr: (error as Error).message };
+    }
+  };
 }
 
 /**
