@@ -31,6 +31,9 @@ describe('Forge: Message the Agent reaches the running session (scripted model)'
   const planFile = join(harnessInfo().workspaceFolder, 'told-note-plan.md');
 
   before(async () => {
+    // The dashboard an earlier test file left open follows that file's test environment (its
+    // engine and live feed are gone): this test opens its own.
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     const env = await forgeTestEnvironment();
     env.model.setHandler(async (request): Promise<ScriptStep> => {
       const agent = forgeAgentOf(request);
