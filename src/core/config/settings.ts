@@ -216,6 +216,23 @@ const settingSpecs = {
     description:
       'How Accept Loop (forge accept) brings a loop branch into its base branch when the base cannot be fast-forwarded: merge-commit (a merge commit) or squash (one commit). A fast-forward is used whenever possible.',
   },
+  'forge.worktree.dependencies': {
+    schema: z.enum(['reuse', 'install']),
+    default: 'reuse' as 'reuse' | 'install',
+    description:
+      "How a loop's worktree gets the project's dependencies (node_modules, .venv, vendor) before its first session: reuse the folder installed in your checkout, read-only, when the lockfile is the same (else install), or always install it in the worktree.",
+  },
+  'forge.worktree.setup': {
+    schema: z.array(z.string().check(z.refine((v) => v.trim().length > 0, 'must not be empty'))),
+    default: [] as string[],
+    description:
+      "Commands run in a loop's worktree before its first session (after the dependencies and the files of .worktreeinclude), after those of .forge/worktree.json; in the loop's sandbox with the network on.",
+  },
+  'forge.worktree.setupTimeoutMs': {
+    schema: z.int().check(z.minimum(1000), z.maximum(24 * 60 * 60_000)),
+    default: 900_000,
+    description: "Milliseconds a loop's worktree setup (installs and setup commands together) may take before Forge ends it; the loop then ends as setup_failed.",
+  },
 } as const;
 
 type Specs = typeof settingSpecs;
