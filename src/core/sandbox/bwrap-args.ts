@@ -98,6 +98,8 @@ export function buildBwrapArgs(settings: SandboxSpec, shape: BwrapCommandShape):
     args.push('--ro-bind-try', gitFile, gitFile);
   }
   for (const p of settings.readOnlyPaths ?? []) args.push('--ro-bind', p, p);
+  for (const p of settings.writablePaths ?? []) args.push('--bind', p, p);
+  for (const b of settings.readOnlyBinds ?? []) args.push('--ro-bind', b.source, b.target);
   args.push('--remount-ro', '/');
   args.push('--unshare-all');
   if (settings.network) args.push('--share-net');

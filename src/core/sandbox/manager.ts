@@ -28,6 +28,10 @@ export interface LoopSandboxRequest {
   /** The main repository's `.git` (mounted read-only so git status/diff/log work inside). */
   gitCommonDir?: string;
   readOnlyPaths?: string[];
+  /** Host folders read-only at another path (see SandboxSpec). */
+  readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
+  /** Extra paths read-write at the same path (see SandboxSpec). */
+  writablePaths?: string[];
   network: boolean;
   limits: SandboxLimits;
   image?: string;
@@ -111,6 +115,8 @@ export class SandboxManager {
       worktreeDir: req.worktreeDir,
       ...(req.gitCommonDir ? { gitCommonDir: req.gitCommonDir } : {}),
       ...(req.readOnlyPaths?.length ? { readOnlyPaths: req.readOnlyPaths } : {}),
+      ...(req.readOnlyBinds?.length ? { readOnlyBinds: req.readOnlyBinds } : {}),
+      ...(req.writablePaths?.length ? { writablePaths: req.writablePaths } : {}),
       network: req.network,
       limits: req.limits,
       ...(req.image ? { image: req.image } : {}),
@@ -297,6 +303,8 @@ function sameMounts(a: SandboxSpec, b: SandboxSpec): boolean {
     a.worktreeDir === b.worktreeDir &&
     (a.gitCommonDir ?? '') === (b.gitCommonDir ?? '') &&
     JSON.stringify(a.readOnlyPaths ?? []) === JSON.stringify(b.readOnlyPaths ?? []) &&
+    JSON.stringify(a.readOnlyBinds ?? []) === JSON.stringify(b.readOnlyBinds ?? []) &&
+    JSON.stringify(a.writablePaths ?? []) === JSON.stringify(b.writablePaths ?? []) &&
     (a.image ?? '') === (b.image ?? '')
   );
 }

@@ -45,6 +45,14 @@ export interface SandboxSpec {
   gitCommonDir?: string;
   /** Extra absolute paths mounted read-only at the same path. */
   readOnlyPaths?: string[];
+  /**
+   * Host folders mounted read-only at another path (issue 27: the user's installed dependencies at
+   * the worktree's `node_modules`), after the worktree, so they cover it; the target is made empty
+   * beforehand by Forge.
+   */
+  readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
+  /** Extra absolute paths mounted read-write at the same path (the setup phase's package cache). */
+  writablePaths?: string[];
   /** `true`: the host's network (loopback included); `false`: no network at all. */
   network: boolean;
   limits: SandboxLimits;
@@ -157,7 +165,8 @@ export function assertValidSandboxName(name: string): void {
 
 export function assertValidSpec(spec: SandboxSpec): void {
   assertValidSandboxName(spec.name);
-  for (const p of [spec.worktreeDir, spec.gitCommonDir, ...(spec.readOnlyPaths ?? [])]) {
+  const binds = (spec.readOnlyBinds ?? []).flatMap((b) => [b.source, b.target]);
+  for (const p of [spec.worktreeDir, spec.gitCommonDir, ...(spec.readOnlyPaths ?? []), ...binds, ...(spec.writablePaths ?? [])]) {
     if (p !== undefined && (!p.startsWith('/') || p.includes(':') || p.includes('\n'))) {
       throw new SandboxError(`Sandbox mount path "${p}" must be absolute and contain no ':' or newline.`, 'invalid-spec');
     }

@@ -262,3 +262,32 @@ describe('the worktree\'s .git file is read-only in every sandbox (issue 26)', (
     assert.ok(!without.some((a) => a.includes(`source=${gitFile}`)), without.join(' '));
   });
 });
+
+describe('read-only binds at another path and writable extra paths (issue 27)', () => {
+  const withBinds: SandboxSpec = {
+    ...spec,
+    readOnlyBinds: [{ source: '/home/u/repo/node_modules', target: '/data/worktrees/demo/node_modules' }],
+    writablePaths: ['/data/package-cache'],
+  };
+  it('bwrap: the dependency folder is ro-bound after the writable worktree (it covers it), the cache bound read-write', () => {
+    const args = buildBwrapArgs(withBinds, { cwd: spec.worktreeDir, hostPath: () => ({ kind: 'missing' }) });
+    const at = args.findIndex((a, i) => a === '--ro-bind' && args[i + 1] === '/home/u/repo/node_modules' && args[i + 2] === '/data/worktrees/demo/node_modules');
+    assert.ok(at > args.indexOf(spec.worktreeDir), args.join(' '));
+    assert.ok(args.some((a, i) => a === '--bind' && args[i + 1] === '/data/package-cache' && args[i + 2] === '/data/package-cache'), args.join(' '));
+    assert.ok(at < args.indexOf('--remount-ro'));
+  });
+  it('docker/podman: a read-only --mount (no folder made for a missing source) and a rw volume', () => {
+    const args = buildOciCreateArgs(withBinds, { engine: 'docker', uid: 1000, gid: 1001, rootless: false, adjustments: {} } satisfies OciCreateContext);
+    assert.ok(args.includes('type=bind,source=/home/u/repo/node_modules,target=/data/worktrees/demo/node_modules,readonly'), args.join(' '));
+    assert.ok(args.includes('/data/package-cache:/data/package-cache:rw'), args.join(' '));
+    assert.ok(args.indexOf('type=bind,source=/home/u/repo/node_modules,target=/data/worktrees/demo/node_modules,readonly') > args.indexOf(`${spec.worktreeDir}:${spec.worktreeDir}:rw`));
+  });
+  it('msb: read-only mount at the target', () => {
+    const args = buildMsbCreateArgs(withBinds, 1000, 1000);
+    assert.ok(args.includes('/home/u/repo/node_modules:/data/worktrees/demo/node_modules:ro'), args.join(' '));
+  });
+  it('the spec check refuses a relative or colon bind path', () => {
+    assert.throws(() => assertValidSpec({ ...spec, readOnlyBinds: [{ source: 'rel', target: '/x' }] }), /must be absolute/);
+    assert.throws(() => assertValidSpec({ ...spec, writablePaths: ['/a:b'] }), /must be absolute/);
+  });
+});
