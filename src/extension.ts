@@ -176,7 +176,7 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
               if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: event.loop });
               if (choice === vscode.l10n.t('Show Diff')) void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
             });
-          } else if (event.status === 'errored' || event.status === 'stalled') {
+          } else if (event.status === 'errored' || event.status === 'stalled' || event.status === 'setup_failed') {
             void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, event.status, ('message' in event.reason ? event.reason.message : undefined) ?? event.reason.kind), vscode.l10n.t('Open Dashboard')).then((choice) => {
               if (choice) void ctx.dashboard.show({ loop: event.loop });
             });

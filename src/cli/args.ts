@@ -529,6 +529,7 @@ export const EXIT = {
   opencodeFailure: 8,
   supervisionLost: 9,
   budgetPaused: 10,
+  setupFailed: 11,
 } as const;
 
 export function exitCodeFor(reason: TerminationReason): number {
@@ -556,5 +557,7 @@ export function exitCodeFor(reason: TerminationReason): number {
       return EXIT.opencodeFailure;
     case 'budget_reached':
       return EXIT.budgetPaused;
+    case 'setup_failed':
+      return EXIT.setupFailed;
   }
 }

@@ -46,6 +46,11 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       return `[${name}] message from the user ${e.delivery === 'session' ? `sent into session ${e.sessionId}` : 'kept for the next session'}: ${e.text}`;
     case 'loop.usage':
       return null;
+    case 'loop.setup': {
+      const time = e.durationMs !== undefined ? ` (${(e.durationMs / 1000).toFixed(1)} s)` : '';
+      if (e.step === 'setup') return `[${name}] setup: ${e.status === 'started' ? 'preparing the worktree' : e.status === 'passed' ? `the worktree is ready${time}` : `FAILED${time}`}`;
+      return `[${name}] setup: ${e.status === 'started' ? '…' : e.status === 'passed' ? 'done' : 'FAILED'} ${e.step}${time}`;
+    }
     case 'loop.budget':
       // A pause's message starts "budget reached: …" itself.
       return e.level === 'paused' ? `[${name}] ${e.message}` : `[${name}] budget warning: ${e.message}`;

@@ -5,7 +5,7 @@
  * because it is the one seam of the engine that is about confinement alone.
  */
 import { randomBytes } from 'node:crypto';
-import { readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ownerState, removeOwnerRecord, writeOwnerRecord } from './process/owner-records';
 import { SandboxCgroups } from './sandbox/cgroup';
@@ -32,6 +32,9 @@ import {
 } from './sandbox';
 import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shell';
 import { hostCheckExecutor, sandboxCheckExecutor } from './checks';
+import { packageCacheDir, readSetupState } from './loop/loop-setup';
+import { copyPreparedFiles } from './workspace/worktree-setup/setup-files';
+import { linkFolders, makeMountPoints, setupMounts } from './workspace/worktree-setup/worktree-setup';
 import type { ForgeDatabase } from './storage';
 import type { ForgeRepositories, LoopRow } from './storage/repositories';
 import type { MergeCheckExecutorPort } from './groups/merge-queue';
@@ -142,9 +145,12 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     return config;
   }
   function sandboxRequest(loop: LoopRow, extras: StoredLoopExtras, config: LoopSandboxConfig): LoopSandboxRequest {
+    // The prepared dependency folders, read-only at the worktree's paths (issue 27).
+    const { readOnlyBinds } = setupMounts(readSetupState(loop), loop.worktreeDir!, 'work');
     return {
       loopName: loop.name,
       worktreeDir: loop.worktreeDir!,
+      ...(readOnlyBinds.length > 0 ? { readOnlyBinds } : {}),
       gitCommonDir: extras.gitCommonDir,
       network: config.network,
       limits: config.limits,
@@ -287,20 +293,39 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   /** The process running a merge's or a gate's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
   const scratchOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
   const scratchOwnerFile = (sandboxName: string) => join(scratchOwnersDir, `${sandboxName}.json`);
+  /**
+   * The loop's prepared environment (issue 27) over another folder than its worktree (a clean
+   * checkout, a merged tree): its dependency folders (mounted, or linked for an unconfined loop)
+   * and its copied files, so checks there see what they see in the worktree.
+   */
+  async function prepareScratch(loop: LoopRow, dir: string): Promise<void> {
+    const setup = readSetupState(loop);
+    if (!setup || dir === loop.worktreeDir) return;
+    if (loop.sandbox) await makeMountPoints(setup, dir);
+    else await linkFolders(setup, dir);
+    if (loop.worktreeDir) await copyPreparedFiles(loop.worktreeDir, dir, setup.copied);
+  }
   const scratchCheckExecutor =
-    (managerFor: (driver: SandboxDriverName) => SandboxManager, purpose: string): MergeCheckExecutorPort =>
+    (managerFor: (driver: SandboxDriverName) => SandboxManager, purpose: string, kind: 'checks' | 'setup' = 'checks'): MergeCheckExecutorPort =>
     async (loop, dir) => {
+      if (kind === 'checks') await prepareScratch(loop, dir);
       if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'on the host (the loop ran unconfined)', release: async () => undefined };
       const config = await loopSandboxConfig(loop);
       const m = managerFor(config.driver);
+      const mounts = setupMounts(readSetupState(loop), dir, kind === 'setup' ? 'setup' : 'work');
       const request: LoopSandboxRequest = {
         loopName: loop.name,
         worktreeDir: dir,
         gitCommonDir: readExtras(loop).gitCommonDir,
-        network: config.network,
+        // The setup alone has the network (package registries) and writes the package cache.
+        network: kind === 'setup' ? true : config.network,
         limits: config.limits,
         image: config.image,
+        ...(mounts.readOnlyBinds.length > 0 ? { readOnlyBinds: mounts.readOnlyBinds } : {}),
+        ...(mounts.writableBinds.length > 0 ? { writableBinds: mounts.writableBinds } : {}),
+        ...(kind === 'setup' ? { writablePaths: [packageCacheDir(dataDir)] } : {}),
       };
+      if (kind === 'setup') await mkdir(packageCacheDir(dataDir), { recursive: true });
       const name = m.sandboxName(loop.name);
       await writeOwnerRecord(scratchOwnerFile(name));
       try {
@@ -312,7 +337,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       log.info(`[sandbox] ${name}: ${purpose} of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
       return {
         exec: sandboxCheckExecutor(m.runtime, name),
-        where: `in a ${config.driver} sandbox of their own`,
+        where: kind === 'setup' ? `the ${config.driver} setup sandbox` : `in a ${config.driver} sandbox of their own`,
         release: async () => {
           await m.stop(loop.name);
           await removeOwnerRecord(scratchOwnerFile(name));
@@ -321,12 +346,20 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     };
   const mergeCheckExecutor = scratchCheckExecutor(mergeSandboxManagerFor, "the merge queue's checks");
   const gateCheckExecutor = scratchCheckExecutor(gateSandboxManagerFor, "the gate's checks of a clean checkout");
+  // The setup phase's commands (issue 27): a sandbox of their own over the worktree, network on,
+  // the package cache writable, the installed folders writable (`forge-<6 hex>s-<loop>`).
+  const setupSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
+  const setupPrefix = `${sandboxPrefix.slice(0, -1)}s-`;
+  const setupSandboxManagerFor = (driver: SandboxDriverName) => managerIn(setupSandboxManagers, driver, setupPrefix, () => true);
+  const setupExecutorOver = scratchCheckExecutor(setupSandboxManagerFor, "the worktree's setup", 'setup');
+  sandboxPort.setupExecutor = (loop) => setupExecutorOver(loop, loop.worktreeDir!);
 
   async function removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }> {
     const removed: string[] = [];
     const problems: string[] = [];
     const mergeOwned = (loopName: string) => ownerState(scratchOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
     const gateOwned = (loopName: string) => ownerState(scratchOwnerFile(`${gatePrefix}${loopName}`)) === 'alive';
+    const setupOwned = (loopName: string) => ownerState(scratchOwnerFile(`${setupPrefix}${loopName}`)) === 'alive';
     const drivers = new Set<SandboxDriverName>(['bwrap']);
     for (const d of driversInUse) if ((SANDBOX_DRIVER_NAMES as readonly string[]).includes(d)) drivers.add(d as SandboxDriverName);
     for (const driver of drivers) {
@@ -335,6 +368,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
         [sandboxPrefix, isLoopOwned, 'sandbox'],
         [mergePrefix, mergeOwned, 'merge-check sandbox'],
         [gatePrefix, gateOwned, 'gate-check sandbox'],
+        [setupPrefix, setupOwned, 'setup sandbox'],
       ] as const) {
         // A manager of its own: owned means "a live process owns it", not "its loop is marked running".
         const m = new SandboxManager({ runtime, prefix, isLoopRunning: owned, onWarning: (message) => log.warn(`[sandbox] ${message}`) });
@@ -355,6 +389,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       if (rest.startsWith('h-')) return isLoopOwned(rest.slice(2));
       if (rest.startsWith('m-')) return mergeOwned(rest.slice(2));
       if (rest.startsWith('g-')) return gateOwned(rest.slice(2));
+      if (rest.startsWith('s-')) return setupOwned(rest.slice(2));
       return true; // another data folder's prefix that happens to extend ours: not ours
     };
     for (const name of await hostCgroups.listByPrefix(sandboxPrefix.slice(0, -1))) {

@@ -220,6 +220,8 @@ export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
       return { id: 'error', color: 'list.errorForeground' };
     case 'paused':
       return { id: 'debug-pause', color: 'list.warningForeground' };
+    case 'setup_failed':
+      return { id: 'tools', color: 'list.errorForeground' };
   }
 }
 

@@ -4,6 +4,8 @@
  * their result makes. Its own file because a pass can take minutes and must stop at once on a
  * cancel, which needs its own state (the abort of the check running now).
  */
+import { readSetupState } from './loop-setup';
+import { isPreparedEntry } from '../workspace/worktree-setup/worktree-setup';
 import { allowsVerificationChanges, detectVerificationChanges, type CheckExecutor, type VerificationChange } from '../checks';
 import type { DeliveredWork } from '../workspace/delivered-work';
 import { recordGateFinding, recordVerificationChanges, runGate } from './loop-gate';
@@ -69,7 +71,13 @@ export class GatePass {
       let delivered: DeliveredWork;
       let undeliverable: string | null = null;
       try {
-        delivered = await deps.worktrees.deliveredWork(loop.worktreeDir!, ref.name, (changes) => recordAgentGitChanges({ repos: deps.repos, emit: deps.emit }, ref, changes));
+        const setup = readSetupState(loop);
+        delivered = await deps.worktrees.deliveredWork(
+          loop.worktreeDir!,
+          ref.name,
+          (changes) => recordAgentGitChanges({ repos: deps.repos, emit: deps.emit }, ref, changes),
+          setup ? (p) => isPreparedEntry(setup, loop.worktreeDir!, p) : undefined,
+        );
       } catch (error) {
         undeliverable = (error as Error).message;
         delivered = { kind: 'in-place', tree: 'uncommitable' };

@@ -44,6 +44,8 @@ const HANDOFF_TOOL = `${FORGE_MCP_SERVER_NAME}_loop_handoff`;
 export class LoopSupervisor {
   readonly ref: LoopRef;
   private lock: Promise<void> = Promise.resolve();
+  /** Aborted by a stop: ends the setup phase's command in flight. */
+  private readonly setupAbort = new AbortController();
   private ended = false;
   private endedResolve!: (e: LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }) => void;
   readonly endedPromise: Promise<LoopRuntimeEvent & { type: 'loop.ended' | 'loop.supervision_lost' }>;
@@ -125,6 +127,18 @@ export class LoopSupervisor {
         cancel: () => void this.stop('cancel'),
       }),
     );
+    // The setup phase (issue 27): the coder never starts on a worktree whose setup failed.
+    if (this.deps.runSetup) {
+      const failure = await this.deps.runSetup(this.ref, this.setupAbort.signal).catch((error: Error) => `the setup could not run: ${error.message}`);
+      if (this.ended || this.scope.disposed) return;
+      if (failure !== null) {
+        await this.locked('setup', async () => {
+          this.deps.emit({ type: 'loop.notice', loop: this.ref, level: 'error', message: `setup failed; the worktree is kept for inspection (forge restart ${this.ref.name} runs the setup again): ${failure}` });
+          await this.applyTransition({ kind: 'terminate', event: 'setup_failed', to: extras.loopState, reason: { kind: 'setup_failed', message: failure }, effects: [] });
+        });
+        return;
+      }
+    }
     try {
       await this.scope.open(loop, extras);
     } catch (error) {
@@ -503,7 +517,8 @@ export class LoopSupervisor {
             mergeText = text;
           }),
     );
-    if (!paused) await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
+    // A failed setup keeps its worktree for inspection (and the restart that runs it again).
+    if (!paused && status !== 'setup_failed') await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,
@@ -526,6 +541,7 @@ export class LoopSupervisor {
   stop(kind: 'cancel' | 'shutdown' | 'user_abort'): Promise<void> {
     // A check running under the lock would hold the stop back until it ends.
     this.gate.abort();
+    this.setupAbort.abort();
     return this.locked(kind, async () => {
       await this.applyTransition(nextTransition(this.state(), { type: kind }, this.limits()));
     });

@@ -106,6 +106,11 @@ export type LoopRuntimeEvent =
    * hand-over because a limit is spent (a `loop.ended` with status `paused` follows).
    */
   | { type: 'loop.budget'; loop: LoopRef; level: 'warning' | 'paused'; message: string }
+  /**
+   * The setup phase (issue 27): each step's start and end (with its time and its output's tail);
+   * step `setup` stands for the whole phase.
+   */
+  | { type: 'loop.setup'; loop: LoopRef; step: string; status: 'started' | 'passed' | 'failed'; durationMs?: number; output?: string }
   | {
       type: 'loop.ended';
       loop: LoopRef;

@@ -42,6 +42,8 @@ import { loopAbout, teardownMessageWriter } from './loop-teardown';
 import { supervisorOf } from './lease-holder';
 import { projectIdFor } from './project';
 import { stepTimer } from './step-timer';
+import { planLoopSetup, runSetupPhase, SETUP_TIMEOUT_STATE_KEY } from './loop-setup';
+import { WORKTREE_SETUP_STATE_KEY } from '../workspace/worktree-setup/worktree-setup';
 import { LoopSupervisor, readExtras, type EngineLog, type StoredLoopExtras } from './loop-supervisor';
 import {
   LoopRuntimeError,
@@ -84,6 +86,8 @@ export interface LoopSandboxPort {
   release(loop: LoopRow, ended: boolean): Promise<void>;
   /** Runs the loop's verification checks inside its sandbox. */
   checkExecutor(loop: LoopRow): Promise<CheckExecutor>;
+  /** A short-lived sandbox for the loop's setup commands (network on, package cache writable), removed by `release`. */
+  setupExecutor?(loop: LoopRow): Promise<ScratchCheckRun>;
 }
 
 /** What the opencode server needs for a loop's agent shell, and where its builtin shell calls register (the watchdog's input). */
@@ -183,6 +187,28 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
 
   const openAgentFor = createLoopAgentOpener(deps, repos, emit);
 
+  /** The worktree setup of a new loop (issue 27), planned and stored; the supervisor runs it. */
+  async function planSetupAtStart(loop: LoopRow, settings: ForgeSettings, sandboxed: boolean, notices: string[]): Promise<void> {
+    try {
+      const plan = await planLoopSetup({ dataDir: deps.worktrees.dataDir, loop, settings, sandboxed });
+      repos.loops.mergeState(loop.projectId, loop.name, { [SETUP_TIMEOUT_STATE_KEY]: settings['forge.worktree.setupTimeoutMs'], ...(plan ? { [WORKTREE_SETUP_STATE_KEY]: plan } : {}) });
+      if (plan) notices.push(...plan.problems);
+    } catch (error) {
+      notices.push(`The worktree's setup could not be planned, so none runs: ${(error as Error).message}`);
+    }
+  }
+  const setupPhaseDeps = {
+    dataDir: deps.worktrees.dataDir,
+    repos,
+    emit,
+    log: deps.log,
+    executor: async (loop: LoopRow): Promise<ScratchCheckRun> => {
+      if (!loop.sandbox) return { exec: hostCheckExecutor(), where: 'the host (the loop runs unconfined)', release: async () => undefined };
+      if (!deps.sandbox?.setupExecutor) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but this Forge has no sandbox for its setup.');
+      return deps.sandbox.setupExecutor(loop);
+    },
+  };
+
   function supervise(ref: LoopRef): LoopSupervisor {
     lastEnd.delete(key(ref));
     const sup = new LoopSupervisor(
@@ -213,6 +239,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
           if (!deps.gateCheckExecutor) throw new LoopRuntimeError('sandbox', 'This loop runs sandboxed, but this Forge has no sandbox for checks of a clean checkout, so its checks cannot run.');
           return deps.gateCheckExecutor(loop, dir);
         },
+        runSetup: (r, signal) => runSetupPhase(setupPhaseDeps, r, signal),
         onDisposed: (r) => supervisors.delete(key(r)),
         ...(deps.onTiming ? { onTiming: deps.onTiming } : {}),
       },
@@ -395,6 +422,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', error.message);
       throw error;
     }
+    await planSetupAtStart(repos.loops.get(ref.projectId, ref.name)!, settings, sandbox, notices);
+    timing.mark('setup planned');
     if (sandbox && deps.sandbox) {
       // The sandbox must come up before the loop counts as started (no supervisor, no
       // started event yet); failure rolls the start back: worktree, then the loop's row.

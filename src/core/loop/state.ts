@@ -27,7 +27,9 @@ export type TerminationReason =
   /** The model server kept answering with a stream Forge's opencode could not parse. */
   | { kind: 'model_stream_malformed'; message: string }
   /** The loop's budget (money or tokens, or a role's share of it) was spent: paused, not ended. */
-  | { kind: 'budget_reached' };
+  | { kind: 'budget_reached' }
+  /** The worktree's setup failed (issue 27): which command, and its output's tail. */
+  | { kind: 'setup_failed'; message: string };
 
 export type TerminationKind = TerminationReason['kind'];
 
@@ -47,6 +49,7 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   'error_max_retries',
   'model_stream_malformed',
   'budget_reached',
+  'setup_failed',
 ];
 
 export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
@@ -61,6 +64,8 @@ export function terminationStatusFor(reason: TerminationReason): Exclude<LoopSta
       return 'stalled';
     case 'budget_reached':
       return 'paused';
+    case 'setup_failed':
+      return 'setup_failed';
     default:
       return 'errored';
   }
@@ -74,7 +79,7 @@ export function parseTerminationReason(text: string): TerminationReason {
   const sep = text.indexOf(': ');
   const kind = (sep >= 0 ? text.slice(0, sep) : text) as TerminationKind;
   if (!TERMINATION_KINDS.includes(kind)) throw new Error(`Unknown termination reason "${text}"`);
-  if (kind === 'worktree_failed' || kind === 'error_max_retries' || kind === 'model_stream_malformed') {
+  if (kind === 'worktree_failed' || kind === 'error_max_retries' || kind === 'model_stream_malformed' || kind === 'setup_failed') {
     return { kind, message: sep >= 0 ? text.slice(sep + 2) : '' };
   }
   if (kind === 'max_iterations' && sep >= 0) return { kind, message: text.slice(sep + 2) };

@@ -39,6 +39,11 @@ export interface SupervisorDeps {
   checkExecutor: (loop: LoopRow) => Promise<CheckExecutor>;
   /** Where checks of a clean checkout in `dir` run: a sandbox of its own over `dir` (the loop's settings), or the host for an unconfined loop. */
   checkExecutorOver: (loop: LoopRow, dir: string) => Promise<ScratchCheckRun>;
+  /**
+   * The setup phase (loop-setup.ts): runs the loop's worktree setup when it has one not done;
+   * null when the coder may start, else why the setup failed.
+   */
+  runSetup?: (ref: LoopRef, signal: AbortSignal) => Promise<string | null>;
   onDisposed: (ref: LoopRef) => void;
   /** Benchmark hook (see LoopTimingMark); unset in normal use. */
   onTiming?: (mark: LoopTimingMark) => void;

@@ -99,6 +99,7 @@ export function buildBwrapArgs(settings: SandboxSpec, shape: BwrapCommandShape):
   }
   for (const p of settings.readOnlyPaths ?? []) args.push('--ro-bind', p, p);
   for (const p of settings.writablePaths ?? []) args.push('--bind', p, p);
+  for (const b of settings.writableBinds ?? []) args.push('--bind', b.source, b.target);
   for (const b of settings.readOnlyBinds ?? []) args.push('--ro-bind', b.source, b.target);
   args.push('--remount-ro', '/');
   args.push('--unshare-all');

@@ -32,6 +32,8 @@ export interface LoopSandboxRequest {
   readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
   /** Extra paths read-write at the same path (see SandboxSpec). */
   writablePaths?: string[];
+  /** Host folders read-write at another path (see SandboxSpec). */
+  writableBinds?: ReadonlyArray<{ source: string; target: string }>;
   network: boolean;
   limits: SandboxLimits;
   image?: string;
@@ -117,6 +119,7 @@ export class SandboxManager {
       ...(req.readOnlyPaths?.length ? { readOnlyPaths: req.readOnlyPaths } : {}),
       ...(req.readOnlyBinds?.length ? { readOnlyBinds: req.readOnlyBinds } : {}),
       ...(req.writablePaths?.length ? { writablePaths: req.writablePaths } : {}),
+      ...(req.writableBinds?.length ? { writableBinds: req.writableBinds } : {}),
       network: req.network,
       limits: req.limits,
       ...(req.image ? { image: req.image } : {}),
@@ -305,6 +308,7 @@ function sameMounts(a: SandboxSpec, b: SandboxSpec): boolean {
     JSON.stringify(a.readOnlyPaths ?? []) === JSON.stringify(b.readOnlyPaths ?? []) &&
     JSON.stringify(a.readOnlyBinds ?? []) === JSON.stringify(b.readOnlyBinds ?? []) &&
     JSON.stringify(a.writablePaths ?? []) === JSON.stringify(b.writablePaths ?? []) &&
+    JSON.stringify(a.writableBinds ?? []) === JSON.stringify(b.writableBinds ?? []) &&
     (a.image ?? '') === (b.image ?? '')
   );
 }

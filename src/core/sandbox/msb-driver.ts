@@ -40,6 +40,7 @@ export function buildMsbCreateArgs(spec: SandboxSpec, uid: number, gid: number):
   if (spec.gitCommonDir) args.push('--mount-dir', `${spec.gitCommonDir}:${spec.gitCommonDir}:ro`);
   for (const p of spec.readOnlyPaths ?? []) args.push('--mount-dir', `${p}:${p}:ro`);
   for (const p of spec.writablePaths ?? []) args.push('--mount-dir', `${p}:${p}`);
+  for (const b of spec.writableBinds ?? []) args.push('--mount-dir', `${b.source}:${b.target}`);
   for (const b of spec.readOnlyBinds ?? []) args.push('--mount-dir', `${b.source}:${b.target}:ro`);
   if (!spec.network) args.push('--no-net');
   else args.push('--net', 'all');

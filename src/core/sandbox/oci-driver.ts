@@ -85,6 +85,7 @@ export function buildOciCreateArgs(spec: SandboxSpec, ctx: OciCreateContext): st
   for (const p of spec.readOnlyPaths ?? []) args.push('-v', `${p}:${p}:ro`);
   for (const p of spec.writablePaths ?? []) args.push('-v', `${p}:${p}:rw`);
   // --mount fails rather than making a (root-owned) folder when the source is missing.
+  for (const b of spec.writableBinds ?? []) args.push('--mount', `type=bind,source=${b.source},target=${b.target}`);
   for (const b of spec.readOnlyBinds ?? []) args.push('--mount', `type=bind,source=${b.source},target=${b.target},readonly`);
   for (const [k, v] of Object.entries(spec.labels ?? {})) args.push('--label', `${LABEL_SANDBOX}.${k}=${v}`);
   if (ctx.engine === 'podman' && ctx.rootless) args.push('--userns=keep-id');

@@ -53,6 +53,8 @@ export interface SandboxSpec {
   readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
   /** Extra absolute paths mounted read-write at the same path (the setup phase's package cache). */
   writablePaths?: string[];
+  /** Host folders mounted read-write at another path (the setup phase's installs into Forge-owned folders). */
+  writableBinds?: ReadonlyArray<{ source: string; target: string }>;
   /** `true`: the host's network (loopback included); `false`: no network at all. */
   network: boolean;
   limits: SandboxLimits;
@@ -165,7 +167,7 @@ export function assertValidSandboxName(name: string): void {
 
 export function assertValidSpec(spec: SandboxSpec): void {
   assertValidSandboxName(spec.name);
-  const binds = (spec.readOnlyBinds ?? []).flatMap((b) => [b.source, b.target]);
+  const binds = [...(spec.readOnlyBinds ?? []), ...(spec.writableBinds ?? [])].flatMap((b) => [b.source, b.target]);
   for (const p of [spec.worktreeDir, spec.gitCommonDir, ...(spec.readOnlyPaths ?? []), ...binds, ...(spec.writablePaths ?? [])]) {
     if (p !== undefined && (!p.startsWith('/') || p.includes(':') || p.includes('\n'))) {
       throw new SandboxError(`Sandbox mount path "${p}" must be absolute and contain no ':' or newline.`, 'invalid-spec');

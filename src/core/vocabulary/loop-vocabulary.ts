@@ -17,9 +17,11 @@ export const LOOP_KINDS: readonly LoopKind[] = ['plan', 'goal'];
 /**
  * `paused`: the loop stopped at a hand-over and waits for the user (its budget was reached);
  * worktree, branch and sessions are kept, and only a restart (with a new budget) moves it on.
+ * `setup_failed`: the worktree's setup (installs, setup commands) failed before the first session;
+ * the worktree is kept for inspection and a restart runs the setup again (issue 27).
  */
-export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
-export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused'];
+export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused' | 'setup_failed';
+export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused', 'setup_failed'];
 
 /** Most sections a plan runs; later ones are dropped with a message. */
 export const MAX_SECTIONS = 24;

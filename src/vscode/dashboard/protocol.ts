@@ -11,7 +11,7 @@ export interface LoopKey {
   readonly name: string;
 }
 
-export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
+export type LoopStatusView = 'starting' | 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused' | 'setup_failed';
 
 export interface LoopListItem {
   readonly key: LoopKey;
