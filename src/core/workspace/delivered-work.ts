@@ -41,16 +41,22 @@ export interface DeliveredWorkDeps {
  * staged changes: the first such entry (`?? add.js`, `!! add.js`, ` M a.js`), or null. Pure.
  */
 export function firstUndeliveredEntry(porcelainZ: string): string | null {
+  return undeliveredEntries(porcelainZ)[0] ?? null;
+}
+
+/** Every entry of such a listing beyond staged changes, in order. Pure. */
+export function undeliveredEntries(porcelainZ: string): string[] {
   const entries = porcelainZ.split('\0');
+  const out: string[] = [];
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!;
     if (entry === '') continue;
     const [x, y] = [entry[0], entry[1]];
     // A rename or copy carries its source as the next entry.
     if (x === 'R' || x === 'C') i++;
-    if (x === '?' || x === '!' || y !== ' ') return entry;
+    if (x === '?' || x === '!' || y !== ' ') out.push(entry);
   }
-  return null;
+  return out;
 }
 
 export function createDeliveredWork(deps: DeliveredWorkDeps) {
@@ -59,11 +65,19 @@ export function createDeliveredWork(deps: DeliveredWorkDeps) {
     worktreeDir: string,
     loopName: string,
     onAgentGitChanges?: (changes: ReadonlyArray<{ kind: string; path: string; detail: string }>) => void,
+    /** Forge's own prepared files (issue 27: `.worktreeinclude` copies, unchanged): not held against the proof. */
+    isPrepared?: (ignoredPath: string) => Promise<boolean>,
   ): Promise<DeliveredWork> {
     await deps.stage(worktreeDir, onAgentGitChanges);
     const tree = (await deps.git.ok(worktreeDir, ['write-tree'])).trim();
     const status = await deps.git.ok(worktreeDir, ['status', '--porcelain=v1', '-z', '--ignored=matching', '--untracked-files=all']);
-    const extra = firstUndeliveredEntry(status);
+    let extra: string | null = null;
+    for (const entry of undeliveredEntries(status)) {
+      // Only an ignored or untracked entry can be Forge's (a copied file, an unconfined loop's link).
+      if (isPrepared && (entry.startsWith('!! ') || entry.startsWith('?? ')) && (await isPrepared(entry.slice(3)))) continue;
+      extra = entry;
+      break;
+    }
     if (extra === null) return { kind: 'in-place', tree };
     const root = await deps.worktreesRoot();
     const dir = path.join(root, `${GATE_SCRATCH_PREFIX}${loopName}-${randomBytes(4).toString('hex')}`);
