@@ -49,7 +49,7 @@ export async function runHandedOver(conn: EngineConnection, message: StartOrRest
   const engine = conn.engine;
   io.err(`forge: handed loop "${ref.name}" to the Forge engine in process ${engine.pid} (${engine.kind}); that process supervises it, this one prints it (Ctrl-C cancels it).`);
 
-  const printer = new LoopPrinter(io.json, io.out);
+  const printer = new LoopPrinter(io.json, io.out, io.follow === true);
   const printEvent = (e: LoopRuntimeEvent) => printer.event(e);
 
   let interrupted = 0;

@@ -15,6 +15,8 @@ export class LoopPrinter {
   constructor(
     private readonly json: boolean,
     private readonly out: (line: string) => void,
+    /** --follow: a setup command's output is printed under its step line. */
+    private readonly follow = false,
   ) {}
 
   /** An event of the live feed (only with --follow). */
@@ -27,6 +29,9 @@ export class LoopPrinter {
     if (this.follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) this.printFollow(this.follower.flush());
     const line = formatEvent(e, this.json);
     if (line) this.out(line);
+    if (this.follow && !this.json && e.type === 'loop.setup' && e.output && e.status !== 'started') {
+      for (const l of e.output.replace(/\s+$/, '').split('\n')) this.out(`[${e.loop.name}] setup | ${l}`);
+    }
   }
 
   private printFollow(lines: FollowLine[]): void {

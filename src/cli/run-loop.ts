@@ -94,7 +94,7 @@ async function superviseHere(
   let ref: LoopRef | undefined = what.type === 'restart' ? what.ref : undefined;
   const mine = (l: LoopRef) => !ref || (l.name === ref.name && l.projectId === ref.projectId);
   // This process prints its own loop only: loops handed over by other processes are theirs to print.
-  const printer = new LoopPrinter(cmd.json, out);
+  const printer = new LoopPrinter(cmd.json, out, cmd.follow);
   // --follow: what the agent does, from the engine's live feed.
   const unfollow = cmd.follow ? engine.live.subscribe((e) => mine(e.loop) && printer.live(e)) : () => true;
   let unsubscribe = engine.runtime.subscribe((e) => mine(e.loop) && printer.event(e));

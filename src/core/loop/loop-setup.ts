@@ -15,7 +15,6 @@ import { createGitRunner } from '../workspace/git-runner';
 import { copyIncludedFiles, listIncludedFiles } from '../workspace/worktree-setup/setup-files';
 import { describeSetupFailure, packageCacheEnv } from '../workspace/worktree-setup/setup-plan';
 import {
-  linkFolders,
   makeMountPoints,
   planWorktreeSetup,
   setupHasWork,
@@ -72,14 +71,13 @@ export async function runLoopSetup(state: WorktreeSetupState, deps: SetupRunDeps
     next.copied = copied;
     deps.onStep({ step, status: 'passed', durationMs: now() - t0, ...(skipped.length ? { output: `not copied (not a regular file, or behind a link): ${skipped.join(', ')}` } : {}) });
   }
-  // 2. Dependency folders: mount points (the sandboxes mount them) or links (unconfined).
-  if (state.folders.length > 0) {
+  // 2. Dependency folders: mount points (the sandboxes mount them); unconfined, the installs fill the worktree's.
+  if (state.folders.length > 0 && deps.sandboxed) {
     const t0 = now();
     const step = `dependencies: ${state.folders.map((f) => `${f.folder} (${f.mode === 'reuse' ? 'your checkout\'s, read-only' : 'installed'})`).join(', ')}`;
     deps.onStep({ step, status: 'started' });
     try {
-      if (deps.sandboxed) await makeMountPoints(state, deps.worktreeDir);
-      else next.links = await linkFolders(state, deps.worktreeDir);
+      await makeMountPoints(state, deps.worktreeDir);
     } catch (error) {
       deps.onStep({ step, status: 'failed', durationMs: now() - t0 });
       return fail(`${step} could not be prepared: ${(error as Error).message}`);
@@ -142,11 +140,13 @@ export async function planLoopSetup(input: { dataDir: string; loop: LoopRow; set
     checkoutDir: loop.repoDir,
     baseCommit: loop.baseCommit,
     depsDir: loopDepsDir(input.dataDir, loop.name),
-    mode: settings['forge.worktree.dependencies'],
+    // Without a sandbox nothing can be mounted: the installs run in the worktree, as the user would.
+    mode: input.sandboxed ? settings['forge.worktree.dependencies'] : 'install',
     settingCommands: settings['forge.worktree.setup'],
   });
   if (!setupHasWork(plan)) return null;
   if (input.sandboxed) await makeMountPoints(plan, loop.worktreeDir);
+  else plan.folders = plan.folders.map((f) => ({ ...f, source: path.join(loop.worktreeDir!, f.folder) }));
   return plan;
 }
 
@@ -156,8 +156,9 @@ export async function setupNeedsRun(s: WorktreeSetupState, worktreeDir: string, 
   for (const f of s.copied) if (!(await lstat(path.join(worktreeDir, f.path)).catch(() => null))) return true;
   for (const f of s.folders) {
     const st = await lstat(path.join(worktreeDir, f.folder)).catch(() => null);
-    if (!st || (sandboxed ? !st.isDirectory() : !st.isSymbolicLink())) return true;
+    if (!st?.isDirectory()) return true;
   }
+  void sandboxed;
   return false;
 }
 

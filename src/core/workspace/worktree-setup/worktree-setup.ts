@@ -9,7 +9,7 @@
  * The worktree holds just an empty mount point, which git does not see, so the gate's in-place
  * proof (delivered-work.ts) holds. An unconfined loop (no sandbox) gets links instead.
  */
-import { lstat, mkdir, readdir, readFile, readlink, rm, symlink } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, readlink, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { GitRunner } from '../git-runner';
 import {
@@ -43,8 +43,6 @@ export interface WorktreeSetupState {
   includePatterns: string;
   /** Files copied into the worktree (the gate's proof ignores them while unchanged). */
   copied: CopiedFile[];
-  /** Links made for an unconfined loop: path → target. */
-  links?: Array<{ path: string; target: string }>;
   /** Things said at planning (a bad .forge/worktree.json). */
   problems: string[];
   /** The last failure, for the setup_failed reason. */
@@ -158,7 +156,10 @@ export async function makeMountPoints(s: WorktreeSetupState, root: string): Prom
   }
 }
 
-/** An unconfined loop's folders: links from `root` to each prepared folder (no mount without a sandbox). */
+/**
+ * An unconfined loop's folders (installed in its worktree) seen from another folder (the gate's
+ * clean checkout): links to them, made only where nothing is (the checkout is Forge's, never committed).
+ */
 export async function linkFolders(s: WorktreeSetupState, root: string): Promise<Array<{ path: string; target: string }>> {
   const links: Array<{ path: string; target: string }> = [];
   for (const f of s.folders) {
@@ -168,9 +169,8 @@ export async function linkFolders(s: WorktreeSetupState, root: string): Promise<
       links.push({ path: f.folder, target: f.source });
       continue;
     }
-    if (st?.isDirectory() && (await readdir(at)).length === 0) await rm(at, { recursive: true });
-    else if (st) continue; // something of the agent's is there: left alone
-    if (f.mode === 'install') await mkdir(f.source, { recursive: true });
+    if (st) continue; // something is there already: left alone
+    if (!(await lstat(f.source).catch(() => null))?.isDirectory()) continue;
     await mkdir(path.dirname(at), { recursive: true });
     await symlink(f.source, at);
     links.push({ path: f.folder, target: f.source });
@@ -178,7 +178,7 @@ export async function linkFolders(s: WorktreeSetupState, root: string): Promise<
   return links;
 }
 
-/** Forge's own prepared entries a `git status` line may name: copied files unchanged, links unchanged. */
+/** Forge's own prepared entries a `git status` line may name: copied files, unchanged. */
 export async function isPreparedEntry(s: WorktreeSetupState | undefined, root: string, entryPath: string): Promise<boolean> {
   if (!s) return false;
   const rel = entryPath.replace(/\/$/, '');
@@ -187,11 +187,6 @@ export async function isPreparedEntry(s: WorktreeSetupState | undefined, root: s
     const st = await lstat(path.join(root, rel)).catch(() => null);
     if (!st?.isFile()) return false;
     return sha256(await readFile(path.join(root, rel))) === copied.sha256;
-  }
-  const link = s.links?.find((l) => l.path === rel);
-  if (link) {
-    const st = await lstat(path.join(root, rel)).catch(() => null);
-    return st?.isSymbolicLink() === true && (await readlink(path.join(root, rel))) === link.target;
   }
   return false;
 }
