@@ -263,7 +263,6 @@ export function packageCacheEnv(cacheDir: string): Record<string, string> {
     npm_config_audit: 'false',
     YARN_CACHE_FOLDER: `${cacheDir}/yarn`,
     PNPM_HOME: `${cacheDir}/pnpm-home`,
-    npm_config_store_dir: `${cacheDir}/pnpm-store`,
     BUN_INSTALL_CACHE_DIR: `${cacheDir}/bun`,
     PIP_CACHE_DIR: `${cacheDir}/pip`,
     PIP_DISABLE_PIP_VERSION_CHECK: '1',

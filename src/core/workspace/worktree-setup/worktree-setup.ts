@@ -178,10 +178,18 @@ export async function linkFolders(s: WorktreeSetupState, root: string): Promise<
   return links;
 }
 
-/** Forge's own prepared entries a `git status` line may name: copied files, unchanged. */
+/**
+ * Forge's own prepared entries a `git status` line may name: copied files, unchanged, and a
+ * dependency folder's mount point while it is empty on the host (git lists an ignored empty
+ * folder; what the sandboxes see there is the mounted folder, never the agent's).
+ */
 export async function isPreparedEntry(s: WorktreeSetupState | undefined, root: string, entryPath: string): Promise<boolean> {
   if (!s) return false;
   const rel = entryPath.replace(/\/$/, '');
+  if (s.folders.some((f) => f.folder === rel)) {
+    const st = await lstat(path.join(root, rel)).catch(() => null);
+    return st?.isDirectory() === true && (await readdir(path.join(root, rel))).length === 0;
+  }
   const copied = s.copied.find((c) => c.path === rel);
   if (copied) {
     const st = await lstat(path.join(root, rel)).catch(() => null);

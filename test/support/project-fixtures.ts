@@ -1,0 +1,67 @@
+/**
+ * Real projects for the worktree setup tests (issue 27), with real packages:
+ * - an npm project whose `npm test` runs uvu from the registry, with its package-lock.json; its
+ *   node_modules is installed once into `.cache/test-fixtures/` (keyed by the manifest) WHEN
+ *   MISSING, under CI=true too (the registry is reachable there), and copied into a test's checkout;
+ * - a Python project tested with pytest from the system packages (scripts/prereqs/python-pytest.sh
+ *   installs them when missing) in a `python3 -m venv --system-site-packages` virtualenv.
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT } from './loop-harness';
+
+export const UVU_PACKAGE_JSON = `${JSON.stringify(
+  { name: 'setup-fixture', version: '1.0.0', private: true, scripts: { test: 'uvu tests' }, devDependencies: { uvu: '0.5.6' } },
+  null,
+  2,
+)}\n`;
+
+export interface NpmFixture {
+  packageJson: string;
+  packageLock: string;
+  /** The installed node_modules in the cache (copy it into a checkout, never change it). */
+  nodeModules: string;
+}
+
+function run(cmd: string, args: string[], cwd: string): void {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout: 10 * 60_000, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' } });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed in ${cwd} (exit ${r.status}):\n${r.stderr}\n${r.stdout}`);
+}
+
+/** The uvu project, installed from the registry into the cache when missing (also under CI=true). */
+export function ensureUvuFixture(): NpmFixture {
+  const key = createHash('sha256').update(UVU_PACKAGE_JSON).digest('hex').slice(0, 12);
+  const dir = path.join(REPO_ROOT, '.cache', 'test-fixtures', `npm-uvu-${key}`);
+  if (!existsSync(path.join(dir, 'node_modules', 'uvu', 'package.json')) || !existsSync(path.join(dir, 'package-lock.json'))) {
+    const tmp = `${dir}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
+    mkdirSync(tmp, { recursive: true });
+    try {
+      writeFileSync(path.join(tmp, 'package.json'), UVU_PACKAGE_JSON);
+      run('npm', ['install', '--no-audit', '--no-fund'], tmp);
+      if (!existsSync(path.join(tmp, 'node_modules', 'uvu'))) throw new Error(`npm install did not install uvu into ${tmp}`);
+      rmSync(dir, { recursive: true, force: true });
+      renameSync(tmp, dir);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  return { packageJson: UVU_PACKAGE_JSON, packageLock: readFileSync(path.join(dir, 'package-lock.json'), 'utf8'), nodeModules: path.join(dir, 'node_modules') };
+}
+
+/** Copies the fixture's installed node_modules into `checkoutDir` (the user's install). */
+export function installNodeModulesInto(fixture: NpmFixture, checkoutDir: string): void {
+  cpSync(fixture.nodeModules, path.join(checkoutDir, 'node_modules'), { recursive: true, verbatimSymlinks: true });
+}
+
+/** Installs pytest (system packages) when missing; fails when it cannot. */
+export function pythonPrereqs(): void {
+  const r = spawnSync(path.join(REPO_ROOT, 'scripts', 'prereqs', 'python-pytest.sh'), [], { encoding: 'utf8', timeout: 15 * 60_000 });
+  if (r.status !== 0) throw new Error(`scripts/prereqs/python-pytest.sh failed (exit ${r.status}):\n${r.stderr}\n${r.stdout}`);
+}
+
+/** A `/usr/bin/python3 -m venv --system-site-packages` environment (Debian's python, which the sandbox shows) in `dir` (pytest comes from the system). */
+export function makeVenv(dir: string): void {
+  run('/usr/bin/python3', ['-m', 'venv', '--system-site-packages', '--without-pip', dir], path.dirname(dir));
+}
