@@ -2,6 +2,7 @@
 // wired. Activation is cheap and lazy: it registers commands, views and status-bar items,
 // but loads no engine code, opens no database and starts no process; the engine is created
 // on the first use of a feature (a command, the Loop Explorer becoming visible, the dashboard).
+import { SetupProgress } from './vscode/setup-progress';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { createApiKeyStore } from './vscode/api-keys';
@@ -162,12 +163,19 @@ export async function deactivate(): Promise<void> {
 }
 
 function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
+  // The setup phase of a loop (issue 27): a progress notification while it runs.
+  const setupProgress = new SetupProgress();
+  ctx.extension.subscriptions.push(setupProgress, ctx.loops.onRuntimeEvent((event) => setupProgress.onEvent(event)));
   ctx.extension.subscriptions.push(
     ctx.loops.onRuntimeEvent((event) => {
       const name = event.loop.name;
       switch (event.type) {
         case 'loop.phase':
           log.info(`${name}: ${event.from ?? 'start'} → ${event.to} (${event.event}, iteration ${event.iteration}${event.sectionIndex === null ? '' : `, section ${event.sectionIndex + 1}`})`);
+          break;
+        case 'loop.setup':
+          log.info(`${name}: setup ${event.status} ${event.step}${event.durationMs !== undefined ? ` (${(event.durationMs / 1000).toFixed(1)} s)` : ''}`);
+          if (event.output && event.status === 'failed') log.warn(`${name}: setup output:\n${event.output}`);
           break;
         case 'loop.ended':
           log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
