@@ -9,11 +9,11 @@ import * as vscode from 'vscode';
 import type { LoopRuntimeEvent } from '../../../../../src/core/loop/runtime-types';
 import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
 import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
-import { harnessInfo, requestScreenshot } from '../../support/harness';
+import { harnessInfo, requestScreenshot, requestWorkbench } from '../../support/harness';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 /** Marks the worktree while it runs, long enough for the notification to be seen. */
-const SETUP = 'echo running > .setup-running && sleep 15 && rm .setup-running && echo prepared';
+const SETUP = 'echo running > .setup-running && sleep 25 && rm .setup-running && echo prepared';
 const PLAN = `# Setup note
 Loop Name: setup-note
 
@@ -80,7 +80,9 @@ describe('the setup phase through Execute Plan (scripted model)', function () {
     await waitFor('the setup command to run', () => existsSync(join(worktree, '.setup-running')), 120_000, 100);
     assert.equal(api.engine()!.runtime.get(ref)!.currentSessionId, null, 'no coder session during the setup');
     if (harnessInfo().host === 'code-server') {
-      await new Promise((r) => setTimeout(r, 1500));
+      // The progress notification, as a toast or in the notification center (the bell).
+      const shown = await requestWorkbench<{ message: string }>('notification', { contains: 'preparing the worktree of loop' });
+      assert.match(shown.message, /^Forge: preparing the worktree of loop "setup-note"/);
       assert.deepEqual(readFileSync(await requestScreenshot('worktree-setup-progress')).subarray(0, 8), PNG_SIGNATURE);
     }
     const done = await waitFor('the setup to end', () => events.find((e) => e.type === 'loop.setup' && e.step === `setup: ${SETUP}` && e.status !== 'started'), 120_000, 200);
