@@ -9,7 +9,7 @@
  * The worktree holds just an empty mount point, which git does not see, so the gate's in-place
  * proof (delivered-work.ts) holds. An unconfined loop (no sandbox) gets links instead.
  */
-import { lstat, mkdir, readdir, readFile, readlink, symlink } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, readlink, realpath, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { GitRunner } from '../git-runner';
 import {
@@ -150,6 +150,10 @@ export async function makeMountPoints(s: WorktreeSetupState, root: string): Prom
     if (f.mode === 'install') await mkdir(f.source, { recursive: true });
     const target = path.join(root, f.folder);
     await mkdir(path.dirname(target), { recursive: true });
+    // No link on the way: a mount point must be where it says, inside the worktree.
+    if ((await realpath(path.dirname(target))) !== path.join(await realpath(root), path.dirname(f.folder))) {
+      throw new Error(`${path.dirname(f.folder)} in ${root} is a link; Forge mounts ${f.folder} only inside the worktree`);
+    }
     const st = await lstat(target).catch(() => null);
     if (st && !st.isDirectory()) throw new Error(`${f.folder} in ${root} is not a folder; Forge mounts the dependency folder there`);
     if (!st) await mkdir(target);
