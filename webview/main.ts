@@ -291,6 +291,7 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
         : h('span', { class: 'unconfined', title: detail.confinement }, ' · ⚠ UNCONFINED: agent commands run on this machine as you'),
       h('span', { class: 'muted' }, detail.supervision === 'this-window' ? ' · driven by this window' : detail.supervision === 'elsewhere' ? ' · driven by another window or process' : ''),
     ),
+    detail.setup ? h('div', { class: detail.setup.startsWith('Setup failed') ? 'unconfined' : 'muted' }, detail.setup) : null,
     h('div', { class: 'muted' }, `Branch ${detail.branch ?? '—'}${detail.baseBranch ? ` from ${detail.baseBranch}` : ''} · models ${detail.model ?? 'default'}${detail.auditorModel && detail.auditorModel !== detail.model ? ` / auditor ${detail.auditorModel}` : ''} · started ${formatTime(detail.createdAt)}${detail.endedAt ? ` · ended ${formatTime(detail.endedAt)}` : ''}`),
     actions,
   );

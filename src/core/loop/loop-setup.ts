@@ -215,3 +215,16 @@ function readTimeout(loop: LoopRow): number {
 }
 
 export const SETUP_TIMEOUT_STATE_KEY = 'setupTimeoutMs';
+
+/** The setup in one line, for the dashboard: what it prepared and how it went. Pure. */
+export function describeSetup(s: WorktreeSetupState): string {
+  const parts = [
+    ...s.folders.map((f) => `${f.folder} ${f.mode === 'reuse' ? "(your checkout's, read-only)" : '(installed)'}`),
+    ...(s.copied.length > 0 ? [`${s.copied.length} file${s.copied.length === 1 ? '' : 's'} of .worktreeinclude`] : []),
+    ...(s.commands.length > 0 ? [`${s.commands.length} command${s.commands.length === 1 ? '' : 's'}`] : []),
+  ];
+  const what = parts.length > 0 ? ` · ${parts.join(' · ')}` : '';
+  const took = s.durationMs !== undefined ? ` in ${(s.durationMs / 1000).toFixed(1)} s` : '';
+  if (s.status === 'failed') return `Setup failed${took}: ${(s.message ?? '').split('\n')[0]}${what}`;
+  return s.status === 'done' ? `Setup done${took}${what}` : `Setup pending${what}`;
+}

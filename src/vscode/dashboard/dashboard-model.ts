@@ -1,6 +1,7 @@
 /**
  * Builds the dashboard's state from the store. No VS Code API: the rows in, plain JSON out.
  */
+import { describeSetup, readSetupState } from '../../core/loop/loop-setup';
 import { describeAmendment, summariseChange } from '../../core/loop/plan-amendments';
 import { confinementOf, describeConfinement } from '../../core/sandbox/confinement';
 import { BUDGET_WARN_FRACTION, budgetUses, describeBudget, hasBudget, spendFromTotals, type LoopBudget } from '../../core/loop/budget';
@@ -139,6 +140,7 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
     ...budgetView(repos, loop),
     sandbox: loop.sandbox,
     confinement: describeConfinement(confinementOf(loop)),
+    ...setupView(loop),
     supervision: supervising ? 'this-window' : loop.status === 'running' && loop.supervisorId ? 'elsewhere' : 'none',
     createdAt: loop.createdAt,
     endedAt: loop.endedAt,
@@ -238,4 +240,10 @@ export function buildDashboardState(input: DashboardModelInput): DashboardState 
     focusFindingId: input.focusFindingId,
     emptyMessage: loops.length === 0 && !group ? input.emptyMessage : null,
   };
+}
+
+/** The loop's worktree setup in one line, when it has one. */
+function setupView(loop: LoopRow): { setup?: string } {
+  const s = readSetupState(loop);
+  return s ? { setup: describeSetup(s) } : {};
 }

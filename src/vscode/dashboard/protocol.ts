@@ -149,6 +149,8 @@ export interface LoopDetail {
   readonly sandbox: boolean;
   /** How the loop's agent commands are confined, in words: "sandboxed (bwrap): …" or "UNCONFINED (…): …". */
   readonly confinement: string;
+  /** The worktree's setup in one line (issue 27; absent: the loop has none). */
+  readonly setup?: string;
   readonly supervision: 'this-window' | 'elsewhere' | 'none';
   readonly createdAt: number;
   readonly endedAt: number | null;

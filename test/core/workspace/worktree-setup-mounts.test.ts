@@ -78,3 +78,13 @@ describe('worktree setup: mounts and the prepared entries', () => {
     assert.equal(await isPreparedEntry(undefined, wt, '.env'), false);
   });
 });
+
+describe('worktree setup: the dashboard line', () => {
+  it('says what was prepared and how it went', async () => {
+    const { describeSetup } = await import('../../../src/core/loop/loop-setup');
+    const s = { ...state('/r'), commands: [{ label: 'setup: make', command: 'make', dir: '' }] };
+    assert.equal(describeSetup(s), "Setup pending · node_modules (your checkout's, read-only) · api/.venv (your checkout's, read-only) · web/node_modules (installed) · 1 file of .worktreeinclude · 1 command");
+    assert.equal(describeSetup({ ...s, folders: [], copied: [], status: 'done', durationMs: 2100 }), 'Setup done in 2.1 s · 1 command');
+    assert.equal(describeSetup({ ...s, folders: [], copied: [], commands: [], status: 'failed', durationMs: 300, message: 'setup: make failed (exit 2):\nboom' }), 'Setup failed in 0.3 s: setup: make failed (exit 2):');
+  });
+});
