@@ -151,14 +151,13 @@ export async function planLoopSetup(input: { dataDir: string; loop: LoopRow; set
 }
 
 /** At a restart: a setup that failed, or whose prepared parts the worktree lacks now, runs again. */
-export async function setupNeedsRun(s: WorktreeSetupState, worktreeDir: string, sandboxed: boolean): Promise<boolean> {
+export async function setupNeedsRun(s: WorktreeSetupState, worktreeDir: string): Promise<boolean> {
   if (s.status !== 'done') return true;
   for (const f of s.copied) if (!(await lstat(path.join(worktreeDir, f.path)).catch(() => null))) return true;
   for (const f of s.folders) {
     const st = await lstat(path.join(worktreeDir, f.folder)).catch(() => null);
     if (!st?.isDirectory()) return true;
   }
-  void sandboxed;
   return false;
 }
 
@@ -179,7 +178,7 @@ export async function runSetupPhase(deps: LoopSetupPhaseDeps, ref: LoopRef, sign
   const loop = deps.repos.loops.get(ref.projectId, ref.name);
   const state = loop ? readSetupState(loop) : undefined;
   if (!loop || !state || !loop.worktreeDir) return null;
-  if (!(await setupNeedsRun(state, loop.worktreeDir, loop.sandbox))) return null;
+  if (!(await setupNeedsRun(state, loop.worktreeDir))) return null;
   const started = Date.now();
   deps.emit({ type: 'loop.setup', loop: ref, step: 'setup', status: 'started' });
   let run: ScratchCheckRun | undefined;
