@@ -7,6 +7,7 @@ import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/lease-holder';
 import { terminationReasonToString } from '../core/loop/state';
+import { nextStepLines, nextStepsOf } from '../core/loop/next-steps';
 import { readExtras } from '../core/loop/loop-extras';
 import { describeAccept } from '../core/accept/accept-decisions';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
@@ -14,10 +15,15 @@ import { confinementOf, describeConfinement } from '../core/sandbox/confinement'
 import { describeSupervision, endpointPaths, formatSupervision, readEngineInfo } from '../core/engine-host';
 import { budgetUses, describeBudget, hasBudget, spendFromTotals } from '../core/loop/budget';
 
+/** What the user can do next with the loop that just ended. */
+function endedNextSteps(e: Extract<LoopRuntimeEvent, { type: 'loop.ended' }>) {
+  return nextStepsOf({ name: e.loop.name, status: e.status, reason: e.reason, branch: e.branch });
+}
+
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
   if (json) {
     const { loop, ...rest } = e;
-    return JSON.stringify({ loop: loop.name, ...rest, ...(e.type === 'loop.ended' ? { reason: terminationReasonToString(e.reason) } : {}) });
+    return JSON.stringify({ loop: loop.name, ...rest, ...(e.type === 'loop.ended' ? { reason: terminationReasonToString(e.reason), next: endedNextSteps(e).steps.map((s) => s.cli) } : {}) });
   }
   const name = e.loop.name;
   switch (e.type) {
@@ -56,8 +62,10 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
       if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
       if (e.status === 'paused') {
-        lines.push(`[${name}] paused, nothing lost. Continue with a higher budget: forge restart ${name} --budget AMOUNT (and/or --budget-tokens N); or leave it paused (forge status ${name} shows the spend).`);
+        lines.push(`[${name}] paused, nothing lost: continue it with a higher budget (--budget AMOUNT and/or --budget-tokens N), or leave it paused (forge status ${name} shows the spend).`);
       }
+      // The exact commands that fit how it ended (issue 29 item 7).
+      for (const line of nextStepLines(endedNextSteps(e))) lines.push(`[${name}] ${line}`);
       return lines.join('\n');
     }
     case 'loop.supervision_lost':

@@ -61,6 +61,8 @@ export interface LoopSummary {
   readonly supervisedHere: boolean;
   /** The loop's verification checks and where each stands (absent: the loop has none). */
   readonly checks?: LoopChecksSummary;
+  /** When the loop's work was last accepted (absent: never). */
+  readonly acceptedAt?: number;
 }
 
 /** Where a loop's verification checks stand, from the latest run of each. */

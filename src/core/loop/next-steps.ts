@@ -152,7 +152,7 @@ export function nextStepLines(steps: NextSteps): string[] {
 export const STEP_TEXT: Readonly<Record<NextStepId, string>> = {
   review: "review the loop's changes",
   accept: 'merge its branch into the base branch',
-  restart: 'continue it (a fresh iteration budget)',
+  restart: 'continue it with a fresh iteration budget',
   raise_budget: 'continue it with a higher budget',
   show_checks: 'see which checks fail',
   cancel: 'end it, keeping its work',
