@@ -58,6 +58,17 @@ export function renderNext(detail: LoopDetail, send: Send, others: readonly { la
   return h('div', { class: `next-steps${detail.next.waiting ? ' waiting' : ''}`, id: 'part-next' }, h('div', { class: 'wait-text' }, waitTextOf(detail.next.wait)), actions, cli);
 }
 
+/** A finding's text: two lines on the first screen, the whole of it on a click (and in its tooltip). */
+function findingText(description: string): HTMLElement {
+  const text = h('div', { class: 'finding-text', title: description, tabindex: 0, role: 'button', 'aria-expanded': 'false' }, description);
+  const toggle = () => text.setAttribute('aria-expanded', String(text.classList.toggle('expanded')));
+  text.addEventListener('click', toggle);
+  text.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' || e.key === ' ') toggle();
+  });
+  return text;
+}
+
 /** Open findings first (the user's and the auditor's), resolved and dismissed ones folded below. */
 export function renderFindings(state: DashboardState, detail: LoopDetail, send: Send): HTMLElement {
   const open = detail.findings.filter((f) => f.status === 'open');
@@ -97,7 +108,7 @@ function findingRow(detail: LoopDetail, f: FindingView, focus: boolean, send: Se
     h(
       'td',
       {},
-      h('div', {}, f.description),
+      findingText(f.description),
       f.scenario ? h('div', { class: 'muted scenario' }, `Scenario: ${f.scenario}`) : null,
       f.recurrenceCount >= 3 ? h('div', { class: 'recurring' }, `recurring (${f.recurrenceCount}×)`) : null,
     ),

@@ -529,6 +529,22 @@ describe('storage: repositories', function () {
     });
   });
 
+  describe('loop accepts', () => {
+    it('lastAcceptedByLoop: when each loop of the project was last accepted, one row per loop', async () => {
+      const accept = (project: string, loopName: string) => repos.accepts.append(project, { loopName, acceptedBy: 'me', how: 'fast-forward', intoBranch: 'main', remote: null, commit: 'abc' });
+      assert.deepEqual(repos.accepts.lastAcceptedByLoop(A), []);
+      accept(A, 'l');
+      tick(5);
+      accept(A, 'l');
+      accept(A, 'm');
+      tick(5);
+      accept(B, 'l');
+      const byName = (rows: { loopName: string; at: number }[]) => Object.fromEntries(rows.map((r) => [r.loopName, r.at]));
+      assert.deepEqual(byName(repos.accepts.lastAcceptedByLoop(A)), { l: 1_005, m: 1_005 });
+      assert.deepEqual(byName((await reopened()).accepts.lastAcceptedByLoop(B)), { l: 1_010 });
+    });
+  });
+
   describe('loop attempts', () => {
     it('start numbers attempts per kind, iteration and section; finish; failures; abandon running', () => {
       const a1 = repos.attempts.start(A, { loopName: 'l', kind: 'audit', iteration: 1, sectionIndex: 0, sessionId: 's', model: 'm' });

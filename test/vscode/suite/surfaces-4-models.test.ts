@@ -16,7 +16,7 @@ import {
 import { buildLoopDetails, buildLoopTooltip, buildLoopTree, buildSectionNodes, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
 import { loopsItemView, sandboxItemView } from '../../../src/vscode/status-bar';
 import { toTreeItem } from '../../../src/vscode/loop-explorer';
-import { escapeMarkdown } from '../../../src/vscode/chat/chat-status';
+import { chatStatusAnswer, escapeMarkdown } from '../../../src/vscode/chat/chat-status';
 import { createForgeLog, type LogSink } from '../../../src/vscode/log';
 import { createNotifier } from '../../../src/vscode/notifier';
 
@@ -224,6 +224,17 @@ describe('status bar and execution flow views', () => {
     assert.equal(beside.warning, true);
     assert.match(beside.tooltip, /Running now UNCONFINED \(each loop keeps the confinement it started with\): fix-parser\./);
     assert.doesNotMatch(beside.text, /Sandbox: on/);
+  });
+
+  it('@forge /status names a waiting loop\'s next steps with their CLI lines, and offers them as buttons', () => {
+    const answer = chatStatusAnswer([summary('live', 'running'), summary('done', 'completed'), summary('idle', 'stalled')]);
+    const lines = answer.markdown.split('\n');
+    assert.match(lines.find((l) => l.includes('**done**'))!, /\*\*next:\*\* Review \(`git diff \.\.\.forge\/done`\), Accept \(`forge accept done`\)$/);
+    assert.match(lines.find((l) => l.includes('**idle**'))!, /\*\*next:\*\* Restart \(`forge restart idle`\), Review \(`git diff \.\.\.forge\/idle`\)$/);
+    assert.doesNotMatch(lines.find((l) => l.includes('**live**'))!, /next:/);
+    const titles = answer.buttons.map((b) => `${b.command} ${b.title}`);
+    assert.ok(titles.includes('forge.acceptLoop Accept: done'), titles.join(' | '));
+    assert.ok(titles.includes('forge.restartLoop Restart: idle'), titles.join(' | '));
   });
 
   it('counts the loops waiting for the user beside the running ones (issue 29 item 7)', () => {
