@@ -67,12 +67,15 @@ function newLoopsView(enabled: boolean, availability: SandboxAvailability | null
 }
 
 /** The running-loops item: how many run, and how many wait for the user (issue 29 item 7). */
-export function loopsItemView(running: number, waiting: readonly string[]): { text: string; tooltip: string; visible: boolean; warning: boolean } {
+export function loopsItemView(running: number, waiting: readonly string[]): { text: string; tooltip: string; visible: boolean } {
   const parts: string[] = [];
   if (running > 0) parts.push(running === 1 ? vscode.l10n.t('$(sync~spin) Forge: 1 loop running') : vscode.l10n.t('$(sync~spin) Forge: {0} loops running', running));
   if (waiting.length > 0) parts.push(running > 0 ? vscode.l10n.t('$(bell-dot) {0} waiting', waiting.length) : vscode.l10n.t('$(bell-dot) Forge: {0} waiting', waiting.length));
-  const tooltip = waiting.length > 0 ? vscode.l10n.t('Loops waiting for you: {0}. Show the Loop Explorer', waiting.join(', ')) : vscode.l10n.t('Show the Loop Explorer');
-  return { text: parts.join(' · '), tooltip, visible: parts.length > 0, warning: waiting.length > 0 };
+  return {
+    text: parts.join(' · '),
+    tooltip: waiting.length > 0 ? vscode.l10n.t('Loops waiting for you: {0}. Show the Loop Explorer', waiting.join(', ')) : vscode.l10n.t('Show the Loop Explorer'),
+    visible: parts.length > 0,
+  };
 }
 
 export const TOGGLE_SANDBOX_COMMAND = 'forge.toggleSandbox';

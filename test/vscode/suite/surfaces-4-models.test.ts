@@ -238,7 +238,7 @@ describe('status bar and execution flow views', () => {
   });
 
   it('counts the loops waiting for the user beside the running ones (issue 29 item 7)', () => {
-    assert.deepEqual(loopsItemView(0, []), { text: '', tooltip: 'Show the Loop Explorer', visible: false, warning: false });
+    assert.deepEqual(loopsItemView(0, []), { text: '', tooltip: 'Show the Loop Explorer', visible: false });
     assert.equal(loopsItemView(1, []).text, '$(sync~spin) Forge: 1 loop running');
     const both = loopsItemView(2, ['a', 'b']);
     assert.equal(both.text, '$(sync~spin) Forge: 2 loops running · $(bell-dot) 2 waiting');
