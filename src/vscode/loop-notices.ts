@@ -43,6 +43,8 @@ export class LoopNotices implements vscode.Disposable {
   }
 
   private onRuntimeEvent(e: LoopRuntimeEvent): void {
+    // A loop of this window that runs again (a restart) may be told again, seen running by the model or not.
+    if (e.type === 'loop.started' || e.type === 'loop.phase') this.told.delete(loopKey(e.loop));
     if (e.type !== 'loop.ended') return;
     const steps = nextStepsOf({ name: e.loop.name, status: e.status, reason: e.reason, branch: e.branch, budget: this.budgetOf(e.loop) });
     this.tell(e.loop, steps, ('message' in e.reason && e.reason.message) || terminationReasonToString(e.reason));
