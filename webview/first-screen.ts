@@ -51,7 +51,7 @@ export function renderNext(detail: LoopDetail, send: Send, others: readonly { la
     b.setAttribute('title', step.cli);
     b.setAttribute('data-step', step.id);
     actions.append(b);
-    if (action !== 'showChecks' && step.id !== 'raise_budget') done.add(action);
+    if (action !== 'showChecks') done.add(action);
   });
   for (const o of others) if (!done.has(o.action)) actions.append(button(o.label, () => act(o.action), true));
   const cli = detail.next.steps.length > 0 ? h('div', { class: 'next-cli muted' }, 'CLI: ', ...detail.next.steps.flatMap((s, i) => [i > 0 ? ' · ' : '', h('code', {}, s.cli)])) : null;
