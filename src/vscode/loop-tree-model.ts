@@ -302,10 +302,10 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   const { loop } = summary;
   const live = isLive(loop.status);
   const parts: string[] = [];
-  // A loop that waits for the user is marked, with what it waits for (issue 29 item 7).
+  parts.push(live ? (phaseLabel(loop.phase)) : loop.status === 'completed' ? vscode.l10n.t('completed') : (loop.terminationReason ?? loop.status));
+  // A loop that waits for the user is marked, with the steps that fit (issue 29 item 7).
   const next = nextStepsOfSummary(summary);
-  if (next.waiting) parts.push(vscode.l10n.t('● waits for you: {0}', waitText(next.wait)));
-  else parts.push(live ? (phaseLabel(loop.phase)) : loop.status === 'completed' ? vscode.l10n.t('completed') : (loop.terminationReason ?? loop.status));
+  if (next.waiting) parts.push(vscode.l10n.t('● waits for you: {0}', next.steps.map((s) => nextStepLabel(s.id)).join(', ')));
   parts.push(vscode.l10n.t('iter {0}', loop.iteration));
   const section = sectionFraction(loop);
   if (section) parts.push(`§${section}`);

@@ -254,7 +254,7 @@ describe('status bar and execution flow views', () => {
       summary('accepted', 'completed', { loop: { ...summary('x', 'completed').loop, name: 'accepted', terminationReason: 'completed', branch: 'forge/accepted', endedAt: 1000 }, acceptedAt: 2000 }),
     ]);
     const byName = new Map(recent!.loops.map((l) => [l.name, l]));
-    assert.match(byName.get('done')!.description ?? '', /^● waits for you: completed: review and accept · /);
+    assert.match(byName.get('done')!.description ?? '', /^completed · ● waits for you: Review, Accept · iter 3/);
     assert.match(buildLoopTooltip(byName.get('done')!.summary), /Waits for you: completed: review and accept\. Next: Review, Accept/);
     assert.doesNotMatch(byName.get('gone')!.description ?? '', /waits for you/, 'the user cancelled it');
     assert.doesNotMatch(byName.get('accepted')!.description ?? '', /waits for you/, 'accepted after it ended');

@@ -186,7 +186,7 @@ describe('a goal with a contract through the VS Code surfaces (scripted model)',
     assert.match(told[0]!.message, /Review its changes, then accept them\./);
     const node = await waitFor('the loop marked as waiting', () => {
       const n = loopNode(api.treeSnapshot(), LOOP);
-      return /^● waits for you: completed: review and accept/.test(n?.description ?? '') ? n : undefined;
+      return /^completed · ● waits for you: Review, Accept · /.test(n?.description ?? '') ? n : undefined;
     }, 60_000, 500);
     assert.match(node.tooltip ?? '', /Next: Review, Accept/);
     assert.match(api.statusBar().running.text, /\$\(bell-dot\) .*\d+ waiting/);
