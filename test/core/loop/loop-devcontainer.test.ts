@@ -4,9 +4,9 @@
  * (no registry image is reachable here) that adds a marker tool, `projtool`. Real opencode, real
  * git, real docker, real database; only the model is scripted. The coder's shell and the plan's
  * check both run `projtool` in the loop's sandbox, built from the base commit, and the loop
- * completes (with the plain image the check exits 127; its clear message is the pure test's,
- * test/core/sandbox/devcontainer-config.test.ts). A configuration Forge does not support is
- * then refused at the start, naming the key, with nothing left behind.
+ * completes. A second loop reuses the cached image, and its check on a command the image lacks
+ * (exit 127) gets a finding naming the command and the image. A configuration Forge does not
+ * support is then refused at the start, naming the key, with nothing left behind.
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
@@ -104,6 +104,32 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
     // The agent's shell ran projtool in the sandbox; the check ran it too and passed.
     assert.match(results.get('tool-1') ?? '', /rc=0\s+projtool-ok from-the-agent/, JSON.stringify([...results]));
     assert.ok(runs.length >= 1 && runs.every((r) => r.status === 'passed'), JSON.stringify(runs));
+  });
+
+  it('a second loop reuses the cached image; a check whose command the image lacks gets a finding naming the command and the image', async () => {
+    const script = sessionScript((role): ScriptStep[] =>
+      role === 'code'
+        ? [toolCall('forge_loop_handoff', { decisions: 'nothing to do', verification: 'none', notesForAuditor: '' })]
+        : [toolCall('forge_loop_handoff', { summary: 'approved', done: true, deviations: '', followUps: '' }), text('Done.')],
+    );
+    h.model.setHandler(script.handler);
+    const started = await h.engine.runtime.start({
+      kind: 'goal',
+      repoPath: h.repo.dir,
+      goal: 'Nothing',
+      name: 'devc-missing',
+      maxIterations: 1,
+      merge: 'never',
+      checks: { check: ['nosuchtool-forge --version'] },
+    });
+    const end = (await h.engine.runtime.waitForEnd(started)) as Extract<LoopRuntimeEvent, { type: 'loop.ended' }>;
+    assert.notEqual(end.status, 'completed', JSON.stringify(end));
+    const image = (h.engine.runtime.get(started)!.state[LOOP_SANDBOX_STATE_KEY] as { image: string }).image;
+    assert.ok(usedImages.has(image), `the same image as the first loop: ${image}`);
+    assert.ok(logs.some((l) => l.includes(`loop devc-missing uses the cached image ${image} of .devcontainer/devcontainer.json (docker)`)), logs.join('\n'));
+    const findings = h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => f.description);
+    const expected = `\`nosuchtool-forge\` is not in the sandbox image ${image} (docker): this is the environment, not the work. Add it to the image`;
+    assert.ok(findings.some((f) => f.includes(expected)), findings.join('\n---\n'));
   });
 
   it('refuses a start on a configuration Forge does not support, naming the key, and leaves nothing behind', async () => {
