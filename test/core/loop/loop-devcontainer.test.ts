@@ -6,7 +6,8 @@
  * check both run `projtool` in the loop's sandbox, built from the base commit, and the loop
  * completes. A second loop reuses the cached image, and its check on a command the image lacks
  * (exit 127) gets a finding naming the command and the image. A configuration Forge does not
- * support is then refused at the start, naming the key, with nothing left behind.
+ * support is then refused at the start, naming the key, with nothing left behind; a bwrap loop in
+ * the same repository starts with a notice that it uses the host's toolchains instead.
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
@@ -15,7 +16,7 @@ import path from 'node:path';
 import { LoopRuntimeError, type LoopRuntimeEvent } from '../../../src/core/loop/runtime-types';
 import { LOOP_SANDBOX_STATE_KEY } from '../../../src/core/sandbox/types';
 import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
-import { dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE } from '../../support/sandbox-fixtures';
+import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE } from '../../support/sandbox-fixtures';
 import { text, toolCall, toolCalls, type ScriptStep } from '../../support/scripted-model';
 
 const FILES = {
@@ -98,6 +99,10 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
     const image = (loop.state[LOOP_SANDBOX_STATE_KEY] as { image: string; driver: string }).image;
     usedImages.add(image);
     assert.match(image, /^forge-devcontainer:[0-9a-f]{24}$/);
+    assert.ok(
+      started.notices.some((n) => new RegExp(`^The docker sandbox uses the image ${image} of \\.devcontainer/devcontainer\\.json \\(built now from the base commit in \\d+\\.\\d s, reused by later loops\\), not forge\\.sandbox\\.image\\.$`).test(n)),
+      started.notices.join('\n'),
+    );
     assert.equal(spawnSync('docker', ['image', 'inspect', '--format', '{{.Id}}', image], { env }).status, 0, 'the built image is kept (cached for the next loop)');
     assert.ok(logs.some((l) => l.includes(`[devcontainer] building ${image} with docker from .devcontainer/Dockerfile`)), logs.join('\n'));
     assert.ok(logs.some((l) => l.includes(`loop devc uses the newly built image ${image} of .devcontainer/devcontainer.json (docker)`)), logs.join('\n'));
@@ -126,6 +131,7 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
     assert.notEqual(end.status, 'completed', JSON.stringify(end));
     const image = (h.engine.runtime.get(started)!.state[LOOP_SANDBOX_STATE_KEY] as { image: string }).image;
     assert.ok(usedImages.has(image), `the same image as the first loop: ${image}`);
+    assert.ok(started.notices.includes(`The docker sandbox uses the image ${image} of .devcontainer/devcontainer.json (built by an earlier loop, reused), not forge.sandbox.image.`), started.notices.join('\n'));
     assert.ok(logs.some((l) => l.includes(`loop devc-missing uses the cached image ${image} of .devcontainer/devcontainer.json (docker)`)), logs.join('\n'));
     const findings = h.engine.repos.reviewFindings.listByLoop(started.projectId, started.name).map((f) => f.description);
     const expected = `\`nosuchtool-forge\` is not in the sandbox image ${image} (docker): this is the environment, not the work. Add it to the image`;
@@ -145,5 +151,25 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
     assert.match(error.message, /The sandbox could not start, so the loop was not started: The Dev Container configuration cannot be used: \.devcontainer\/devcontainer\.json: `features` are not supported/);
     assert.ok(!h.engine.runtime.get({ projectId: h.projectId, name: 'devc-refused' }), 'no loop row');
     assert.doesNotMatch(await h.repo.git('worktree', 'list'), /devc-refused/);
+  });
+
+  it('a bwrap loop in the same repository says it uses the host toolchains instead', async () => {
+    bwrapPrereqs();
+    h.settings['forge.sandbox.driver'] = 'bwrap';
+    h.model.setHandler(sessionScript(() => [text('Working.')]).handler);
+    const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Nothing', name: 'devc-bwrap', merge: 'never' });
+    try {
+      assert.equal((h.engine.runtime.get(started)!.state[LOOP_SANDBOX_STATE_KEY] as { driver: string }).driver, 'bwrap');
+      assert.ok(
+        started.notices.includes(
+          'This repository has .devcontainer/devcontainer.json; the bwrap sandbox does not use it: the loop sees the host\'s toolchains. Set forge.sandbox.driver to docker or podman to run the loop in the Dev Container image.',
+        ),
+        started.notices.join('\n'),
+      );
+    } finally {
+      await h.engine.runtime.cancel(started).catch(() => undefined);
+      await h.engine.runtime.waitForEnd(started);
+      h.settings['forge.sandbox.driver'] = 'docker';
+    }
   });
 });

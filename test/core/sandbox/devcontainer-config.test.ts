@@ -4,7 +4,7 @@
  * clear message of a command missing from the sandbox image or the host.
  */
 import { strict as assert } from 'node:assert';
-import { bwrapDevcontainerNotice, decideDevcontainer, devcontainerImageTag } from '../../../src/core/sandbox/devcontainer/config';
+import { bwrapDevcontainerNotice, decideDevcontainer, devcontainerImageNotice, devcontainerImageTag } from '../../../src/core/sandbox/devcontainer/config';
 import { missingCommandMessage, missingCommandName, toolchainPlaceOf } from '../../../src/core/checks/missing-command';
 import { checkFinding } from '../../../src/core/checks/evaluate';
 import type { CheckResult, CheckSpec } from '../../../src/core/checks/types';
@@ -67,6 +67,15 @@ describe('Dev Container configuration (pure)', () => {
     for (const change of [{ configText: `${parts.configText} ` }, { dockerfileObject: 'c'.repeat(40) }, { contextTree: 'd'.repeat(40) }]) {
       assert.notEqual(devcontainerImageTag({ ...parts, ...change }), tag);
     }
+  });
+
+  it("says which image a docker/podman loop's sandbox uses and how it was had", () => {
+    assert.equal(devcontainerImageNotice({ kind: 'image', configPath: MAIN, image: 'node:22' }, 'podman', 3), 'The podman sandbox uses the image node:22 of .devcontainer/devcontainer.json (as it names it), not forge.sandbox.image.');
+    assert.equal(
+      devcontainerImageNotice({ kind: 'built', configPath: MAIN, image: 'forge-devcontainer:ab', cached: false }, 'docker', 12_345),
+      'The docker sandbox uses the image forge-devcontainer:ab of .devcontainer/devcontainer.json (built now from the base commit in 12.3 s, reused by later loops), not forge.sandbox.image.',
+    );
+    assert.match(devcontainerImageNotice({ kind: 'built', configPath: MAIN, image: 'forge-devcontainer:ab', cached: true }, 'docker', 5), /\(built by an earlier loop, reused\)/);
   });
 
   it('says a bwrap loop does not use the configuration', () => {

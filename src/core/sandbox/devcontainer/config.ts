@@ -117,6 +117,12 @@ export function bwrapDevcontainerNotice(configPath: string): string {
   return `This repository has ${configPath}; the bwrap sandbox does not use it: the loop sees the host's toolchains. Set forge.sandbox.driver to docker or podman to run the loop in the Dev Container image.`;
 }
 
+/** The start notice of a docker/podman loop whose sandbox uses the repository's Dev Container image. */
+export function devcontainerImageNotice(used: { kind: 'image' | 'built'; configPath: string; image: string; cached?: boolean }, driver: string, elapsedMs: number): string {
+  const how = used.kind === 'image' ? 'as it names it' : used.cached ? 'built by an earlier loop, reused' : `built now from the base commit in ${(elapsedMs / 1000).toFixed(1)} s, reused by later loops`;
+  return `The ${driver} sandbox uses the image ${used.image} of ${used.configPath} (${how}), not forge.sandbox.image.`;
+}
+
 /** `a/b` joined with a relative path, normalised; null when it leaves the repository or is absolute. */
 function inRepository(base: string, relative: string): string | null {
   if (relative.startsWith('/') || relative.includes('\\') || relative.includes('\0')) return null;
