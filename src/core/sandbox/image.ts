@@ -23,6 +23,8 @@ export interface BuildImageOptions {
   target?: string;
   /** What is built, for the failure's message (default: the sandbox image <tag>). */
   what?: string;
+  /** Remove the build's intermediate containers even when it fails (`--force-rm`). */
+  forceRm?: boolean;
 }
 
 /** Builds `container/Dockerfile` into the sandbox image (Forge: Build Sandbox Image). */
@@ -33,6 +35,7 @@ export async function buildImage(options: BuildImageOptions): Promise<{ tag: str
   if (options.dockerfile) args.push('--file', options.dockerfile);
   for (const [k, v] of Object.entries(options.buildArgs ?? {})) args.push('--build-arg', `${k}=${v}`);
   if (options.target) args.push('--target', options.target);
+  if (options.forceRm) args.push('--force-rm');
   args.push(options.contextDir);
   const tail: string[] = [];
   const started = startProcess(binary, args, {

@@ -1,7 +1,8 @@
 /**
  * A Dev Container Dockerfile built for real with docker and podman: from the repository's base
  * commit (an uncommitted change in the checkout is not built), once (the second resolution
- * reuses the tag without building), and a broken one fails with the build output's tail. No
+ * reuses the tag without building), a broken one fails with the build output's tail, and one that
+ * does not end is stopped at its time-out. No
  * registry is reachable here, so the Dockerfile starts FROM the locally made test image.
  */
 import { strict as assert } from 'node:assert';
@@ -56,8 +57,16 @@ for (const engine of ['docker', 'podman'] as const) {
       if (base) rmSync(base, { recursive: true, force: true });
     });
 
-    const resolve = (at: string, lines: string[] = []) =>
-      resolveDevcontainerImage({ gitDir: path.join(repo, '.git'), commit: at, engine, env, scratchDir: path.join(base, 'scratch'), onLog: (l) => lines.push(l) });
+    const resolve = (at: string, lines: string[] = [], buildTimeoutMs?: number) =>
+      resolveDevcontainerImage({
+        gitDir: path.join(repo, '.git'),
+        commit: at,
+        engine,
+        env,
+        scratchDir: path.join(base, 'scratch'),
+        onLog: (l) => lines.push(l),
+        ...(buildTimeoutMs ? { buildTimeoutMs } : {}),
+      });
 
     it('builds the base commit once under a content tag and reuses the tag the second time', async () => {
       const lines: string[] = [];
@@ -84,7 +93,7 @@ for (const engine of ['docker', 'podman'] as const) {
       assert.ok(!spawnSync('ls', [path.join(base, 'scratch')], { encoding: 'utf8' }).stdout.trim(), 'the extracted context is removed');
     });
 
-    it('fails a broken Dockerfile with the output tail, and refuses an unsupported configuration', async () => {
+    it('fails a broken Dockerfile with the output tail, stops one that does not end, and refuses an unsupported configuration', async () => {
       writeFileSync(path.join(repo, '.devcontainer', 'Dockerfile'), `FROM ${TEST_IMAGE}\nRUN echo broken-step-output && exit 7\n`);
       git(repo, 'commit', '-q', '-am', 'broken');
       await assert.rejects(resolve(git(repo, 'rev-parse', 'HEAD')), (e: unknown) => {
@@ -93,6 +102,26 @@ for (const engine of ['docker', 'podman'] as const) {
         assert.match(e.message, /broken-step-output/);
         return true;
       });
+      // A build that does not end is stopped at its time-out, and nothing of it keeps running.
+      const sleeper = `sleep ${4000 + (process.pid % 1000)}`;
+      writeFileSync(path.join(repo, '.devcontainer', 'Dockerfile'), `FROM ${TEST_IMAGE}\nRUN echo before-the-hang && ${sleeper}\n`);
+      git(repo, 'commit', '-q', '-am', 'hangs');
+      const workingContainers = () =>
+        engine === 'podman' ? spawnSync('podman', ['ps', '-a', '--external', '--format', '{{.ID}}'], { env, encoding: 'utf8' }).stdout.split('\n').filter(Boolean) : [];
+      const before = new Set(workingContainers());
+      await assert.rejects(resolve(git(repo, 'rev-parse', 'HEAD'), [], 8_000), (e: unknown) => {
+        assert.ok(e instanceof SandboxError, String(e));
+        assert.match(e.message, /Building the Dev Container image forge-devcontainer:[0-9a-f]{24} \(\.devcontainer\/Dockerfile\) did not end within 8 s: Forge stopped it\. Last output:/);
+        return true;
+      });
+      let left = 1;
+      for (let i = 0; i < 60 && left > 0; i++) {
+        left = spawnSync('pgrep', ['-f', `^${sleeper}$`]).stdout.toString().trim().split('\n').filter(Boolean).length;
+        if (left > 0) await new Promise((r) => setTimeout(r, 500));
+      }
+      assert.equal(left, 0, `the stopped build's ${sleeper} is still running`);
+      // podman keeps a stopped build's working container in its storage (nothing runs in it): the test's own goes.
+      for (const id of workingContainers().filter((c) => !before.has(c))) spawnSync('podman', ['rm', '-f', id], { env });
       writeFileSync(path.join(repo, '.devcontainer', 'devcontainer.json'), '{ "dockerComposeFile": "compose.yml", "service": "app" }');
       git(repo, 'commit', '-q', '-am', 'compose');
       await assert.rejects(resolve(git(repo, 'rev-parse', 'HEAD')), /The Dev Container configuration cannot be used: \.devcontainer\/devcontainer\.json: `dockerComposeFile` is not supported/);

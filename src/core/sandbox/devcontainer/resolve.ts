@@ -45,7 +45,11 @@ export interface DevcontainerImageOptions extends DevcontainerSource {
   /** The build's output, line by line, and what Forge does. */
   onLog?: (line: string) => void;
   signal?: AbortSignal;
+  /** A build running longer is stopped and fails the start; default 30 minutes. */
+  buildTimeoutMs?: number;
 }
+
+export const DEFAULT_DEVCONTAINER_BUILD_TIMEOUT_MS = 30 * 60_000;
 
 export type DevcontainerImage =
   /** No configuration at the commit: the setting's image applies. */
@@ -96,6 +100,20 @@ async function buildFromCommit(options: DevcontainerImageOptions, build: Extract
     if (untar.exitCode !== 0) throw new SandboxError(`Extracting the Dev Container build context failed: ${untar.stderr.trim()}`, 'engine-failed');
     await rm(archive, { force: true });
     options.onLog?.(`[devcontainer] building ${tag} with ${options.engine} from ${build.dockerfile} (context ${build.context}) of commit ${options.commit.slice(0, 12)}`);
+    // podman builds RUN steps in runc containers of their own, which outlive a stopped
+    // `podman build`: their bundles go under this folder, so a stopped build's are found and ended.
+    const bundles = join(dir, 'tmp');
+    await mkdir(bundles, { mode: 0o700 });
+    const env = { ...(options.env ?? process.env), ...(options.engine === 'podman' ? { TMPDIR: bundles } : {}) };
+    const timeoutMs = options.buildTimeoutMs ?? DEFAULT_DEVCONTAINER_BUILD_TIMEOUT_MS;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const tail: string[] = [];
+    const onLog = (line: string) => {
+      tail.push(line);
+      if (tail.length > 20) tail.shift();
+      options.onLog?.(line);
+    };
     await buildImage({
       engine: options.engine,
       contextDir,
@@ -104,12 +122,42 @@ async function buildFromCommit(options: DevcontainerImageOptions, build: Extract
       buildArgs: build.args,
       ...(build.target ? { target: build.target } : {}),
       what: `the Dev Container image ${tag} (${build.dockerfile})`,
-      ...(options.env ? { env: options.env } : {}),
-      ...(options.onLog ? { onLog: options.onLog } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
+      env,
+      onLog,
+      signal,
+      forceRm: true,
+    }).catch(async (error: unknown) => {
+      if (signal.aborted && options.engine === 'podman') await endBuildContainers(bundles);
+      if (timeout.aborted && !options.signal?.aborted) {
+        throw new SandboxError(
+          `Building the Dev Container image ${tag} (${build.dockerfile}) did not end within ${Math.round(timeoutMs / 1000)} s: Forge stopped it. Last output:\n${tail.join('\n')}`,
+          'engine-failed',
+        );
+      }
+      throw error;
     });
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Ends the runc containers whose bundle lies under `bundles` (a stopped podman build's RUN steps). Best effort. */
+async function endBuildContainers(bundles: string): Promise<void> {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const listed = await runProcess('runc', ['list', '--format', 'json'], { timeoutMs: 30_000 }).catch(() => null);
+    let entries: Array<{ id?: string; bundle?: string }> = [];
+    try {
+      entries = listed && listed.exitCode === 0 ? ((JSON.parse(listed.stdout || 'null') as typeof entries | null) ?? []) : [];
+    } catch {
+      entries = [];
+    }
+    const ours = entries.filter((e) => e.id && e.bundle && (e.bundle === bundles || e.bundle.startsWith(`${bundles}/`)));
+    if (ours.length === 0 && attempt > 0) return;
+    for (const e of ours) {
+      await runProcess('runc', ['kill', e.id!, 'KILL'], { timeoutMs: 30_000 }).catch(() => null);
+      await runProcess('runc', ['delete', '--force', e.id!], { timeoutMs: 30_000 }).catch(() => null);
+    }
+    await new Promise((r) => setTimeout(r, 300));
   }
 }
 
