@@ -529,6 +529,8 @@ export const EXIT = {
   opencodeFailure: 8,
   supervisionLost: 9,
   budgetPaused: 10,
+  /** The coder answered the user's review; the loop waits for the user (forge review NAME). */
+  awaitingReview: 12,
 } as const;
 
 export function exitCodeFor(reason: TerminationReason): number {
@@ -556,5 +558,7 @@ export function exitCodeFor(reason: TerminationReason): number {
       return EXIT.opencodeFailure;
     case 'budget_reached':
       return EXIT.budgetPaused;
+    case 'awaiting_review':
+      return EXIT.awaitingReview;
   }
 }
