@@ -8,7 +8,7 @@ import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary
 import { editDistance } from '../core/config/settings';
 
 /** The commands of `forge` (their help: help.ts). */
-export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
+export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'review', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
 export type Verb = (typeof VERBS)[number];
 
 /**
@@ -58,6 +58,14 @@ export interface RestartArgs {
   budget: BudgetArgs | null;
 }
 
+/** `forge review NAME …` (issue 29): list the user's comments, add one, settle one, or send them. */
+export type ReviewAction =
+  | { kind: 'list' }
+  | { kind: 'comment'; file: string; line: number; lineEnd: number | null; text: string; severity: string }
+  | { kind: 'resolve'; id: number }
+  | { kind: 'dismiss'; id: number }
+  | { kind: 'send' };
+
 /** A goal's contract: checks Forge runs itself before the goal can complete (issue 13). */
 export interface GoalCheckArgs {
   check: string[];
@@ -77,7 +85,8 @@ export type CliCommand =
   | ({ command: 'accept'; name: string; squash: boolean; mergeCommit: boolean; remove: boolean; push: string | null } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
   | ({ command: 'tell'; name: string; text: string } & CommonOptions)
-  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
+  | ({ command: 'review'; name: string; action: ReviewAction } & CommonOptions)
+  | ({ command: 'restart'; name: string; review?: 'send' | 'final' } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
 
 /** `forge group …` (feature groups): a split of a PRD, or an action on a group by id. */
@@ -208,6 +217,11 @@ const PARSE_OPTIONS = {
   'merge-commit': { type: 'boolean' },
   remove: { type: 'boolean' },
   push: { type: 'string' },
+  comment: { type: 'string' },
+  severity: { type: 'string' },
+  resolve: { type: 'string' },
+  dismiss: { type: 'string' },
+  send: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const;
@@ -309,6 +323,9 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
   for (const k of ['squash', 'merge-commit', 'remove', 'push'] as const) {
     if (command !== 'accept' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge accept only.`);
   }
+  for (const k of ['comment', 'severity', 'resolve', 'dismiss', 'send'] as const) {
+    if (command !== 'review' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge review only.`);
+  }
   if (command !== 'run' && command !== 'goal' && command !== 'restart' && v['no-handover']) throw new UsageError('--no-handover applies to forge run, forge goal and forge restart only.');
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
@@ -381,6 +398,8 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     }
     case 'cancel':
       return { command, name: one('loop name'), ...common };
+    case 'review':
+      return { command, ...reviewOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
     case 'tell': {
       const [name, ...words] = rest;
       const text = words.join(' ');
@@ -394,6 +413,44 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     default:
       throw unknownCommand(command);
   }
+}
+
+/** `forge review NAME [--comment FILE:LINE[-END] "TEXT" [--severity S] | --resolve ID | --dismiss ID | --send]`, checked. */
+function reviewOptions(v: Record<string, string | boolean | undefined>, rest: string[]): { name: string; action: ReviewAction } {
+  const [name, ...words] = rest;
+  if (!name) throw new UsageError('forge review needs the loop name, e.g. forge review l1.');
+  const chosen = (['comment', 'resolve', 'dismiss', 'send'] as const).filter((k) => v[k] !== undefined);
+  if (chosen.length > 1) throw new UsageError(`--${chosen.join(', --')} exclude each other: one action at a time.`);
+  if (v.severity !== undefined && v.comment === undefined) throw new UsageError('--severity applies to --comment only.');
+  const action = chosen[0];
+  if (action !== 'comment' && words.length > 0) throw new UsageError(`forge review takes the loop name only${action ? ` with --${action}` : ''}; a comment's text goes with --comment FILE:LINE "TEXT".`);
+  const id = (k: 'resolve' | 'dismiss'): number => {
+    const n = Number(v[k]);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--${k} takes a comment's number (forge review ${name} lists them), not "${String(v[k])}".`);
+    return n;
+  };
+  switch (action) {
+    case undefined:
+      return { name, action: { kind: 'list' } };
+    case 'send':
+      return { name, action: { kind: 'send' } };
+    case 'resolve':
+    case 'dismiss':
+      return { name, action: { kind: action, id: id(action) } };
+    case 'comment': {
+      const m = /^(.+):(\d+)(?:-(\d+))?$/.exec(String(v.comment).trim());
+      if (!m || Number(m[2]) < 1 || (m[3] !== undefined && Number(m[3]) < Number(m[2]))) {
+        throw new UsageError(`--comment takes FILE:LINE or FILE:LINE-END (lines from 1), not "${String(v.comment)}".`);
+      }
+      const text = words.join(' ');
+      if (text.trim() === '') throw new UsageError(`forge review ${name} --comment ${String(v.comment)} needs the comment's text, e.g. "this must handle an empty list".`);
+      const severity = String(v.severity ?? 'bug');
+      if (severity !== 'bug' && severity !== 'warning') throw new UsageError(`--severity is bug or warning, not "${severity}".`);
+      const lineEnd = m[3] === undefined || Number(m[3]) === Number(m[2]) ? null : Number(m[3]);
+      return { name, action: { kind: 'comment', file: m[1]!, line: Number(m[2]), lineEnd, text, severity } };
+    }
+  }
+  throw new UsageError('forge review: unknown action.');
 }
 
 /** `--model`, `--auditor-model`, `--variant`, checked. */
