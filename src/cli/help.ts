@@ -145,11 +145,12 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     ],
   },
   review: {
-    summary: "review a loop's work: your comments are findings the coder must answer",
+    summary: "comment on a loop's work and send it back",
     forms: [
       { usage: 'forge review NAME [--json]', does: 'list the comments of your review, their status and the coder\'s answers', options: [], example: ['review', 'l1'] },
       { usage: 'forge review NAME --comment FILE:LINE[-END] "TEXT" [--severity S]', does: 'add a comment on those lines of the loop\'s worktree', options: ['comment', 'severity'], example: ['review', 'l1', '--comment', 'src/app.ts:12', 'handle the empty list'] },
-      { usage: 'forge review NAME --resolve ID | --dismiss ID', does: 'close a comment; the last one of a loop awaiting review runs its final gate and completes it', options: ['resolve', 'dismiss'], example: ['review', 'l1', '--resolve', '3'] },
+      { usage: 'forge review NAME --resolve ID', does: 'resolve a comment; the last one of a loop awaiting review runs its final gate and completes it', options: ['resolve'], example: ['review', 'l1', '--resolve', '3'] },
+      { usage: 'forge review NAME --dismiss ID', does: 'dismiss a comment (the same, without agreeing it is fixed)', options: ['dismiss'], example: ['review', 'l1', '--dismiss', '3'] },
       { usage: 'forge review NAME --send', does: 'reopen the loop (completed or stopped) for a coding pass whose prompt carries your open comments verbatim', options: ['send'], example: ['review', 'l1', '--send'] },
     ],
     notes: ['The loop cannot complete while a comment is open: when the coder has answered every one (its forge_review_reply), the loop waits in awaiting_review (exit 12) until you resolve them or send again. No agent can resolve or delete your comments.'],
@@ -186,7 +187,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
 export const EXIT_CODES_TEXT = `Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
 6 model or agent failure (a group: a feature failed); 7 worktree failure;
 8 opencode failure; 9 another process took over the loop; 10 paused: budget
-reached; 1 internal error.`;
+reached; 12 awaiting your review; 1 internal error.`;
 
 const WIDTH = 80;
 const OPTION_COLUMN = 25;
