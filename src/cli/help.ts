@@ -173,7 +173,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     notes: ['Goes into the running session at once, or into the next session\'s prompt when the loop is between sessions; the loop\'s supervising process (a forge run or a VS Code window) must be alive.'],
   },
   restart: {
-    summary: 'restart a loop that is not completed (other models, more budget)',
+    summary: 'restart a stopped loop (models, budget)',
     forms: [{ usage: 'forge restart NAME [options]', options: ['force', 'model', 'auditor-model', 'variant', 'budget', 'budget-tokens', 'budget-auditor-share', 'follow', 'no-handover'], example: ['restart', 'l1'] }],
     notes: [BUDGET_NOTE],
   },
