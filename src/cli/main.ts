@@ -357,7 +357,7 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case 'review':
-        return await (await loadPart(() => import('./review-command'))).runReviewCommand(engine, cmd, settings, { out, err });
+        return await (await loadPart(() => import('./review-command'))).runReviewCommand(engine, cmd, settings, { out, err }, runLoop);
       case 'accept':
         return await (await loadPart(() => import('./accept-command'))).runAcceptCommand(engine, cmd, settings, { out, err });
       case 'tell':

@@ -9,11 +9,12 @@ import type { ForgeEngine } from '../core/engine';
 import type { ReviewFindingRow } from '../core/storage/repositories';
 import { inertLine, inertText } from '../core/text/inert-text';
 import { EXIT, type CliCommand } from './args';
-import { runLoop } from './run-loop';
+import type { runLoop as RunLoop } from './run-loop';
 
 type ReviewCommand = Extract<CliCommand, { command: 'review' }>;
 
-export async function runReviewCommand(engine: ForgeEngine, cmd: ReviewCommand, settings: ForgeSettings, io: { out: (line: string) => void; err: (line: string) => void }): Promise<number> {
+/** `runLoop`: run-loop.ts's, handed in (main.ts loads it at start; this module only on demand). */
+export async function runReviewCommand(engine: ForgeEngine, cmd: ReviewCommand, settings: ForgeSettings, io: { out: (line: string) => void; err: (line: string) => void }, runLoop: typeof RunLoop): Promise<number> {
   const { projectId } = await engine.runtime.projectOf(cmd.repo);
   const ref = { projectId, name: cmd.name };
   const action = cmd.action;
