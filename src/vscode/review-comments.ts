@@ -23,6 +23,12 @@ interface ThreadOf {
   id: number;
 }
 
+/** `{ projectId, name, id }` (a caller other than the thread's title bar: a test, the dashboard). */
+function findingRef(arg: unknown): ThreadOf | undefined {
+  const o = arg as Record<string, unknown>;
+  return typeof o.projectId === 'string' && typeof o.name === 'string' && typeof o.id === 'number' ? { ref: { projectId: o.projectId, name: o.name }, id: o.id } : undefined;
+}
+
 export function registerReviewComments(ctx: ForgeContext): void {
   const controller = vscode.comments.createCommentController(CONTROLLER_ID, vscode.l10n.t('Forge Review'));
   controller.options = { prompt: vscode.l10n.t('Comment for the coder (a finding only you close)'), placeHolder: vscode.l10n.t('What is wrong here, and what should it be?') };
@@ -102,7 +108,7 @@ export function registerReviewComments(ctx: ForgeContext): void {
   registerForgeCommand(ctx, 'forge.review.commentWarning', vscode.l10n.t('Add Review Comment as Warning'), addComment('warning'));
 
   const settle = (how: 'resolve' | 'dismiss') => async (arg: unknown): Promise<CommandResult> => {
-    const target = arg instanceof Object && threadOf.get(arg as vscode.CommentThread);
+    const target = arg instanceof Object ? (threadOf.get(arg as vscode.CommentThread) ?? findingRef(arg)) : undefined;
     if (!target) return { status: 'cancelled' };
     const engine = await ctx.engine.get();
     const settled = how === 'resolve' ? engine.review.resolve(target.ref, target.id) : engine.review.dismiss(target.ref, target.id);
