@@ -6,6 +6,7 @@ import type { TerminationReason } from '../core/loop/state';
 import { capProblem } from '../core/groups/feature-split';
 import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary/group-vocabulary';
 import { editDistance } from '../core/config/settings';
+import { parseCommentTarget } from '../core/review/review-decisions';
 
 /** The commands of `forge` (their help: help.ts). */
 export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'review', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
@@ -438,16 +439,13 @@ function reviewOptions(v: Record<string, string | boolean | undefined>, rest: st
     case 'dismiss':
       return { name, action: { kind: action, id: id(action) } };
     case 'comment': {
-      const m = /^(.+):(\d+)(?:-(\d+))?$/.exec(String(v.comment).trim());
-      if (!m || Number(m[2]) < 1 || (m[3] !== undefined && Number(m[3]) < Number(m[2]))) {
-        throw new UsageError(`--comment takes FILE:LINE or FILE:LINE-END (lines from 1), not "${String(v.comment)}".`);
-      }
+      const target = parseCommentTarget(String(v.comment));
+      if (!target.ok) throw new UsageError(`--comment takes FILE:LINE or FILE:LINE-END (lines from 1): ${target.message}`);
       const text = words.join(' ');
       if (text.trim() === '') throw new UsageError(`forge review ${name} --comment ${String(v.comment)} needs the comment's text, e.g. "this must handle an empty list".`);
       const severity = String(v.severity ?? 'bug');
       if (severity !== 'bug' && severity !== 'warning') throw new UsageError(`--severity is bug or warning, not "${severity}".`);
-      const lineEnd = m[3] === undefined || Number(m[3]) === Number(m[2]) ? null : Number(m[3]);
-      return { name, action: { kind: 'comment', file: m[1]!, line: Number(m[2]), lineEnd, text, severity } };
+      return { name, action: { kind: 'comment', ...target.value, text, severity } };
     }
   }
   throw new UsageError('forge review: unknown action.');
