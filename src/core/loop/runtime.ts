@@ -96,6 +96,8 @@ export interface PreparedAgentShell {
   ripgrepPath?: string;
   /** Freezes the loop's sandbox while a file tool runs on the host (file-guard-server.ts); null: it cannot be frozen. */
   freeze?: () => Promise<(() => Promise<void>) | null>;
+  /** What a new loop's start says about its sandbox (e.g. a Dev Container configuration bwrap does not use). */
+  notices?: string[];
 }
 
 export interface LoopRuntimeDeps {
@@ -399,7 +401,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       // started event yet); failure rolls the start back: worktree, then the loop's row.
       const loop = repos.loops.get(ref.projectId, ref.name)!;
       try {
-        await deps.sandbox.prepare(loop, readExtras(loop), false);
+        const prepared = await deps.sandbox.prepare(loop, readExtras(loop), false);
+        if (prepared.notices) notices.push(...prepared.notices);
       } catch (error) {
         await deps.worktrees
           .removeWorktree(loop.worktreeDir!)
