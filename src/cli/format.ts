@@ -64,6 +64,9 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       if (e.status === 'paused') {
         lines.push(`[${name}] paused, nothing lost: continue it with a higher budget (--budget AMOUNT and/or --budget-tokens N), or leave it paused (forge status ${name} shows the spend).`);
       }
+      if (e.status === 'awaiting_review') {
+        lines.push(`[${name}] the coder answered your review: read the answers with forge review ${name}, then resolve each comment (forge review ${name} --resolve ID) or send it back (forge review ${name} --send).`);
+      }
       // The exact commands that fit how it ended (issue 29 item 7).
       for (const line of nextStepLines(endedNextSteps(e))) lines.push(`[${name}] ${line}`);
       return lines.join('\n');
@@ -228,6 +231,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
     `budget: ${describeBudget(readExtras(loop).budget)}${s.budget ? ` — used ${s.budget.used.map((u) => `${u.limit} ${u.percent} %`).join(', ')}` : ''}`,
     ...(s.status === 'paused' ? [`paused: continue with forge restart ${s.name} --budget AMOUNT (higher than spent), or leave it.`] : []),
+    ...(s.status === 'awaiting_review' ? [`awaiting your review: forge review ${s.name} lists the coder's answers; resolve them (--resolve ID) or send the review back (--send).`] : []),
     'attempts:',
     ...attempts.map((a) => `  ${a.kind} iteration ${a.iteration}${a.sectionIndex !== null ? ` section ${a.sectionIndex + 1}` : ''} #${a.attempt} on ${a.model ?? "opencode's default model"}${a.variant ? ` (${a.variant})` : ''}: ${a.outcome}${a.error ? ` — ${a.error.split('\n')[0]!.slice(0, 160)}` : ''}`),
     'transitions:',
@@ -261,6 +265,6 @@ export function formatFindings(engine: ForgeEngine, projectId: string, loopName:
   if (json) return JSON.stringify(findings);
   if (findings.length === 0) return `Loop "${loopName}" has no findings.`;
   return findings
-    .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}` : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}`)
+    .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}${f.lineEnd ? `-${f.lineEnd}` : ''}` : ''}${f.source === 'user' ? ' (your review)' : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}${f.reply ? `\n    coder: ${f.reply}` : ''}`)
     .join('\n');
 }

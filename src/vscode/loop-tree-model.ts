@@ -223,6 +223,8 @@ export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
       return { id: 'error', color: 'list.errorForeground' };
     case 'paused':
       return { id: 'debug-pause', color: 'list.warningForeground' };
+    case 'awaiting_review':
+      return { id: 'comment-unresolved', color: 'list.warningForeground' };
   }
 }
 

@@ -27,7 +27,9 @@ export type TerminationReason =
   /** The model server kept answering with a stream Forge's opencode could not parse. */
   | { kind: 'model_stream_malformed'; message: string }
   /** The loop's budget (money or tokens, or a role's share of it) was spent: paused, not ended. */
-  | { kind: 'budget_reached' };
+  | { kind: 'budget_reached' }
+  /** A clean final gate with the user's review findings all answered but open: the user decides. */
+  | { kind: 'awaiting_review' };
 
 export type TerminationKind = TerminationReason['kind'];
 
@@ -47,6 +49,7 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   'error_max_retries',
   'model_stream_malformed',
   'budget_reached',
+  'awaiting_review',
 ];
 
 export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
@@ -61,6 +64,8 @@ export function terminationStatusFor(reason: TerminationReason): Exclude<LoopSta
       return 'stalled';
     case 'budget_reached':
       return 'paused';
+    case 'awaiting_review':
+      return 'awaiting_review';
     default:
       return 'errored';
   }

@@ -18,8 +18,13 @@ export const LOOP_KINDS: readonly LoopKind[] = ['plan', 'goal'];
  * `paused`: the loop stopped at a hand-over and waits for the user (its budget was reached);
  * worktree, branch and sessions are kept, and only a restart (with a new budget) moves it on.
  */
-export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused';
-export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused'];
+/**
+ * `awaiting_review`: the coder answered every open finding of the user's review (issue 29); the
+ * loop waits, its work committed, until the user resolves them (then it completes) or sends
+ * the review back for another pass.
+ */
+export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused' | 'awaiting_review';
+export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused', 'awaiting_review'];
 
 /** Most sections a plan runs; later ones are dropped with a message. */
 export const MAX_SECTIONS = 24;

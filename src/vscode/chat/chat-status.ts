@@ -65,6 +65,8 @@ export function chatStatusAnswer(summaries: readonly LoopSummary[], limit = 10):
     const ref = { projectId: loop.projectId, name: loop.name };
     buttons.push({ command: 'forge.openDashboard', title: vscode.l10n.t('Open Dashboard: {0}', loop.name), arguments: [ref] });
     if (loop.branch) buttons.push({ command: 'forge.showLoopDiff', title: vscode.l10n.t('Show Diff: {0}', loop.name), arguments: [ref] });
+    // A stopped loop's work can be reviewed: comments on its diff go back to it as findings.
+    if (loop.branch && !isLive(loop.status)) buttons.push({ command: 'forge.reviewLoop', title: vscode.l10n.t('Review: {0}', loop.name), arguments: [ref] });
     // A waiting loop's next steps as buttons too (Review is Show Diff; Show Checks is the dashboard).
     const next = nextStepsOfSummary(summary);
     if (!next.waiting) continue;

@@ -260,6 +260,18 @@ describe('storage: repositories', function () {
   describe('review findings', () => {
     const finding = { loopName: 'l', file: 'src/a.ts', line: 10, severity: 'bug' as const, description: 'Null  check missing' };
 
+    it("a user's finding keeps its line range and the coder's reply, and no other report takes it over", () => {
+      const user = repos.reviewFindings.record(A, { ...finding, lineEnd: 14, fingerprint: 'user:1', source: 'user' });
+      assert.deepEqual([user.source, user.line, user.lineEnd, user.reply], ['user', 10, 14, null]);
+      const audit = repos.reviewFindings.record(A, { ...finding, fingerprint: 'user:1' });
+      assert.notEqual(audit.id, user.id, "an auditor's report with its fingerprint is a finding of its own");
+      assert.equal(repos.reviewFindings.get(A, user.id)?.source, 'user');
+      tick();
+      const replied = repos.reviewFindings.setReply(A, user.id, 'Handled the empty list.');
+      assert.deepEqual([replied.reply, replied.status, replied.repliedAt !== null], ['Handled the empty list.', 'open', true]);
+      assert.throws(() => repos.reviewFindings.setReply(A, 9999, 'x'), /Finding #9999/);
+    });
+
     it('record inserts, then counts recurrences of the same finding and reopens it', async () => {
       const first = repos.reviewFindings.record(A, { ...finding, scenario: 'empty input', sectionIndex: 0 });
       assert.deepEqual(first, {
@@ -276,6 +288,9 @@ describe('storage: repositories', function () {
         recurrenceCount: 1,
         fingerprint: findingFingerprint('src/a.ts', 'Null  check missing'),
         source: 'auditor',
+        lineEnd: null,
+        reply: null,
+        repliedAt: null,
         createdAt: 1_000,
         updatedAt: 1_000,
       });
