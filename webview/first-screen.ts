@@ -24,6 +24,8 @@ const STEP_LABEL: Record<StepId, string> = {
   raise_budget: 'Raise Budget',
   show_checks: 'Show Checks',
   cancel: 'End Loop',
+  read_answers: 'Read Answers',
+  send_review: 'Send Review',
 };
 
 const WAIT_TEXT: Record<string, string> = {
@@ -36,6 +38,19 @@ const WAIT_TEXT: Record<string, string> = {
   interrupted: 'Interrupted (its process ended) — restart it to continue.',
   errored: 'Errored — see the reason above; restart it to try again.',
   cancelled: 'Cancelled by you; its worktree and branch are kept.',
+  awaiting_review: 'The coder answered your review — read the answers, then resolve each comment or send them back.',
+};
+
+/** What each step's button does: a loop action of the host, or (Show Checks) a scroll to the checks. */
+const STEP_ACTION: Record<StepId, LoopAction | 'showChecks'> = {
+  review: 'review',
+  read_answers: 'review',
+  send_review: 'sendReview',
+  accept: 'accept',
+  cancel: 'cancel',
+  show_checks: 'showChecks',
+  restart: 'restart',
+  raise_budget: 'restart',
 };
 
 export const waitTextOf = (wait: string): string => WAIT_TEXT[wait] ?? wait;
@@ -46,7 +61,7 @@ export function renderNext(detail: LoopDetail, send: Send, others: readonly { la
   const actions = h('div', { class: 'actions' });
   const done = new Set<LoopAction>();
   detail.next.steps.forEach((step, i) => {
-    const action: LoopAction | 'showChecks' = step.id === 'review' ? 'showDiff' : step.id === 'accept' ? 'accept' : step.id === 'cancel' ? 'cancel' : step.id === 'show_checks' ? 'showChecks' : 'restart';
+    const action: LoopAction | 'showChecks' = STEP_ACTION[step.id];
     const b = button(STEP_LABEL[step.id], () => (action === 'showChecks' ? document.getElementById('part-checks')?.scrollIntoView({ block: 'start' }) : act(action)), i > 0);
     b.setAttribute('title', step.cli);
     b.setAttribute('data-step', step.id);

@@ -42,6 +42,10 @@ export function nextStepLabel(id: NextStepId): string {
       return vscode.l10n.t('Show Checks');
     case 'cancel':
       return vscode.l10n.t('End Loop');
+    case 'read_answers':
+      return vscode.l10n.t('Read Answers');
+    case 'send_review':
+      return vscode.l10n.t('Send Review');
   }
 }
 
@@ -66,6 +70,8 @@ export function waitText(wait: LoopWait): string {
       return vscode.l10n.t('errored');
     case 'cancelled':
       return vscode.l10n.t('cancelled');
+    case 'awaiting_review':
+      return vscode.l10n.t('awaiting your review: read the answers');
   }
 }
 
@@ -84,6 +90,8 @@ export function waitMessage(wait: LoopWait, name: string, detail: string): strin
       return vscode.l10n.t('Forge: loop "{0}" stalled: its agent stopped answering.', name);
     case 'interrupted':
       return vscode.l10n.t('Forge: loop "{0}" was interrupted; restart it to continue.', name);
+    case 'awaiting_review':
+      return vscode.l10n.t('Forge: the coder of loop "{0}" answered your review. Read the answers, then resolve each comment or send them back.', name);
     default:
       return vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, wait, detail);
   }

@@ -21,10 +21,11 @@ export type LoopWait =
   | 'stalled'
   | 'interrupted'
   | 'errored'
+  | 'awaiting_review'
   | 'cancelled';
 
 /** One thing the user can do. `vscodeCommand` takes the loop ref `{ projectId, name }`. */
-export type NextStepId = 'review' | 'accept' | 'restart' | 'raise_budget' | 'show_checks' | 'cancel';
+export type NextStepId = 'review' | 'accept' | 'restart' | 'raise_budget' | 'show_checks' | 'cancel' | 'read_answers' | 'send_review';
 
 export interface NextStep {
   readonly id: NextStepId;
@@ -75,6 +76,8 @@ export const WAIT_TABLE: Readonly<Record<LoopWait, WaitRow>> = {
   stalled: { waiting: true, notify: true, steps: ['restart', 'review'] },
   interrupted: { waiting: true, notify: false, steps: ['restart', 'review'] },
   errored: { waiting: true, notify: true, steps: ['restart', 'review'] },
+  // The coder answered every comment of the user's review: the user reads the answers and resolves them (or sends them back).
+  awaiting_review: { waiting: true, notify: true, steps: ['read_answers', 'send_review'] },
   cancelled: { waiting: false, notify: false, steps: ['restart', 'review', 'accept'] },
 };
 
@@ -85,6 +88,7 @@ const STATUS_TABLE: Readonly<Record<string, LoopWait | ((reason: TerminationReas
   completed: 'completed',
   paused: 'budget_paused',
   stalled: 'stalled',
+  awaiting_review: 'awaiting_review',
   cancelled: (r) => (r?.kind === 'shutdown' ? 'interrupted' : 'cancelled'),
   // `max_iterations: MESSAGE` says which check never passed.
   errored: (r) => (r?.kind === 'max_iterations' ? (r.message ? 'checks_failing' : 'max_iterations') : 'errored'),
@@ -121,7 +125,12 @@ function step(id: NextStepId, input: NextStepsInput): NextStep {
   switch (id) {
     case 'review':
       // What the loop's branch adds since it left the user's checkout (the base it started from).
-      return { id, vscodeCommand: 'forge.showLoopDiff', cli: `git diff ...${shellWord(input.branch ?? `forge/${input.name}`)}` };
+      // VS Code: the multi-file diff, where a comment becomes a finding of the user's review.
+      return { id, vscodeCommand: 'forge.reviewLoop', cli: `git diff ...${shellWord(input.branch ?? `forge/${input.name}`)}` };
+    case 'read_answers':
+      return { id, vscodeCommand: 'forge.reviewLoop', cli: `forge review ${name}` };
+    case 'send_review':
+      return { id, vscodeCommand: 'forge.review.send', cli: `forge review ${name} --send` };
     case 'accept':
       return { id, vscodeCommand: 'forge.acceptLoop', cli: `forge accept ${name}` };
     case 'restart':
@@ -156,4 +165,6 @@ export const STEP_TEXT: Readonly<Record<NextStepId, string>> = {
   raise_budget: 'continue it with a higher budget',
   show_checks: 'see which checks fail',
   cancel: 'end it, keeping its work',
+  read_answers: "read the coder's answers, then resolve each comment with --resolve ID",
+  send_review: 'send the open comments back for another coding pass',
 };

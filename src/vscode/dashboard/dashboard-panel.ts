@@ -229,6 +229,8 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
             openWorktree: 'forge.openWorktree',
             showDiff: 'forge.showLoopDiff',
             accept: 'forge.acceptLoop',
+            review: 'forge.reviewLoop',
+            sendReview: 'forge.review.send',
           };
           const command = commands[message.action];
           await vscode.commands.executeCommand(command, message.loop);

@@ -184,7 +184,7 @@ export interface NextStepsView {
   /** LoopWait: running, completed, budget_paused, max_iterations, checks_failing, stalled, interrupted, errored, cancelled. */
   readonly wait: string;
   readonly waiting: boolean;
-  readonly steps: readonly { readonly id: 'review' | 'accept' | 'restart' | 'raise_budget' | 'show_checks' | 'cancel'; readonly cli: string }[];
+  readonly steps: readonly { readonly id: 'review' | 'accept' | 'restart' | 'raise_budget' | 'show_checks' | 'cancel' | 'read_answers' | 'send_review'; readonly cli: string }[];
 }
 
 export interface GroupKey {
@@ -409,7 +409,7 @@ export interface LiveProbe {
   readonly lagMaxMs: number;
 }
 
-export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff' | 'accept';
+export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff' | 'accept' | 'review' | 'sendReview';
 
 export type WebviewToHost =
   | { readonly type: 'ready' }

@@ -29,6 +29,7 @@ describe('next steps of a loop (issue 29 item 7)', () => {
       max_iterations: 'max_iterations',
       stall_timeout: 'stalled',
       budget_reached: 'budget_paused',
+      awaiting_review: 'awaiting_review',
     };
     for (const kind of TERMINATION_KINDS) {
       const reason = reasonOf(kind);
@@ -85,6 +86,7 @@ describe('next steps of a loop (issue 29 item 7)', () => {
       ...nextStepsOf({ ...base, status: 'completed', reason: 'completed' }).steps,
       ...nextStepsOf({ ...base, status: 'paused', reason: 'budget_reached' }).steps,
       ...nextStepsOf({ ...base, status: 'errored', reason: 'max_iterations: check 1 never passed' }).steps,
+      ...nextStepsOf({ ...base, status: 'awaiting_review', reason: 'awaiting_review' }).steps,
     ];
     const byId = new Map(all.map((s) => [s.id, s]));
     assert.equal(byId.get('review')!.cli, 'git diff ...forge/fix-parser');
@@ -93,6 +95,9 @@ describe('next steps of a loop (issue 29 item 7)', () => {
     assert.equal(byId.get('raise_budget')!.cli, 'forge restart fix-parser --budget AMOUNT');
     assert.equal(byId.get('show_checks')!.cli, 'forge status fix-parser');
     assert.equal(byId.get('cancel')!.cli, 'forge cancel fix-parser');
+    assert.equal(byId.get('read_answers')!.cli, 'forge review fix-parser');
+    assert.equal(byId.get('send_review')!.cli, 'forge review fix-parser --send');
+    assert.equal(byId.get('review')!.vscodeCommand, 'forge.reviewLoop', "VS Code's review is the multi-file diff that takes comments");
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const manifest = require('../../../package.json') as { contributes: { commands: { command: string }[] } };
     const declared = new Set(manifest.contributes.commands.map((c) => c.command));
