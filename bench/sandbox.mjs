@@ -11,6 +11,9 @@
 //   node bench/sandbox.mjs --git-checkpoint [--runs 40]   (Forge's hardened git per checkpoint only)
 //                          [--joins overlapped,before-exec[,none]] [--quick] [--timeout S]
 //
+// bwrap's exec API starts each sandbox's next bwrap ahead of its command (bwrap-driver.ts); the
+// row "no launch ahead" is the same sandbox through a runtime that starts bwrap when asked. Both
+// exec rows (and their host samples) pause 50 ms before each sample, as between a loop's checks.
 // bwrap is measured once per cgroup join strategy (cgroup.ts), both in the same run; the note
 // says which one this host picks. Its `cgroup join alone` row is a bash writing its own pid into
 // the sandbox's `cgroup.procs` files (what before-exec adds to each command, unhidden). `none`
@@ -79,13 +82,22 @@ function spawnTimed(program, args, options = {}) {
 }
 
 /** Medians of `host` and `sandboxed`, sampled alternately after one warm-up of each. */
-async function timePair(hostFn, sandboxFn) {
+// pauseMs: an idle pause before each sample (both sides alike), as between a loop's checks; without
+// it the samples follow each other back to back.
+// Exec API samples come after this idle pause (both sides): Forge's exec callers (the start's probe,
+// the gate's checks) run seconds apart, which is what a launch started ahead uses.
+const EXEC_PAUSE_MS = 50;
+
+async function timePair(hostFn, sandboxFn, { pauseMs = 0 } = {}) {
+  const pause = () => (pauseMs > 0 ? new Promise((r) => setTimeout(r, pauseMs)) : undefined);
   await hostFn();
   await sandboxFn();
   const h = [];
   const s = [];
   for (let i = 0; i < RUNS; i++) {
+    await pause();
     h.push(await hostFn());
+    await pause();
     s.push(await sandboxFn());
   }
   return { host: median(h), sandbox: median(s) };
@@ -210,11 +222,12 @@ try {
   bench.step('host: memory of a running command');
   hostMemory = await memoryWhileRunning('bash', ['-c', 'sleep 30'], inWorktree);
   for (const { driver, join, label } of VARIANTS) {
-    const makeRuntime = () =>
+    // launchAhead: false is the bwrap driver without its launch started ahead (every exec starts bwrap then).
+    const makeRuntime = (launchAhead = true) =>
       join === 'none'
-        ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes-none'), cgroups: new SandboxCgroups({ root: path.join(base, 'no-cgroup-fs') }) })
+        ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes-none'), cgroups: new SandboxCgroups({ root: path.join(base, 'no-cgroup-fs') }), launchAhead })
         : join
-          ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join })
+          ? new sandbox.BwrapRuntime({ stateDir: path.join(base, 'data', 'sandboxes'), cgroupJoin: join, launchAhead })
           : sandbox.createSandboxRuntime(driver, { dataDir: path.join(base, 'data'), env: engineEnv });
     const runtime = makeRuntime();
     bench.step(`${label}: availability`, `${driver}'s availability probe`);
@@ -271,7 +284,17 @@ try {
       const r = await runtime.exec(name, 'true');
       if (r.exitCode !== 0) throw new Error(`${driver} exec failed: ${r.stderr}`);
       return ms(t0);
-    }));
+    }, { pauseMs: EXEC_PAUSE_MS }));
+    if (driver === 'bwrap') {
+      // The same sandbox through a runtime that starts bwrap when a command comes (how every exec ran before issue 30).
+      const whenAsked = makeRuntime(false);
+      ops.set('`true`, exec API, no launch ahead', await timePair(host.trueThroughRunner, async () => {
+        const t0 = process.hrtime.bigint();
+        const r = await whenAsked.exec(name, 'true');
+        if (r.exitCode !== 0) throw new Error(`${driver} exec failed: ${r.stderr}`);
+        return ms(t0);
+      }, { pauseMs: EXEC_PAUSE_MS }));
+    }
     const shimTrue = await timePair(host.true, () => spawnTimed(shims.shellShimPath, ['-c', 'true'], inWorktree));
     ops.set('`true`, shell shim', shimTrue);
     ops.set('first command of a loop', { host: shimTrue.host, sandbox: median(firsts) });

@@ -28,6 +28,7 @@ import { LoopExplorer, LOOP_EXPLORER_VIEW_ID, toTreeItem } from './vscode/loop-e
 import { buildLoopDetails, loopNodeTooltip, buildSectionNodes, type LoopDetailNode, type LoopTreeNode } from './vscode/loop-tree-model';
 import { describeAmendment } from './core/loop/plan-amendments';
 import { createLoopsModel } from './vscode/loops-model';
+import { LoopNotices } from './vscode/loop-notices';
 import { createNotifier } from './vscode/notifier';
 import { PlanCodeLenses, PlanDiagnostics } from './vscode/plan-diagnostics';
 import { createWorkspaceProjects } from './vscode/projects';
@@ -136,6 +137,7 @@ export function activate(context: vscode.ExtensionContext): ForgeExtensionApi {
   registerApiKeyCommands(ctx);
   registerGroupCommands(ctx);
   logRuntimeEvents(ctx, log.child('loop'));
+  disposable(new LoopNotices(ctx));
   // `vscode.chat` is read through the API object, never assumed: builds without it activate all the same.
   const chatParticipant = registerForgeChat(chatApiOf({ chat: vscode.chat }), {
     log: log.child('chat'),
@@ -179,16 +181,7 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
           break;
         case 'loop.ended':
           log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
-          if (event.status === 'completed') {
-            void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" completed.', name), vscode.l10n.t('Open Dashboard'), vscode.l10n.t('Show Diff')).then((choice) => {
-              if (choice === vscode.l10n.t('Open Dashboard')) void ctx.dashboard.show({ loop: event.loop });
-              if (choice === vscode.l10n.t('Show Diff')) void vscode.commands.executeCommand('forge.showLoopDiff', event.loop);
-            });
-          } else if (event.status === 'errored' || event.status === 'stalled' || event.status === 'setup_failed') {
-            void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, event.status, ('message' in event.reason ? event.reason.message : undefined) ?? event.reason.kind), vscode.l10n.t('Open Dashboard')).then((choice) => {
-              if (choice) void ctx.dashboard.show({ loop: event.loop });
-            });
-          }
+          // The notification with the next steps is loop-notices.ts's.
           break;
         case 'loop.notice':
           log[event.level === 'error' ? 'error' : event.level === 'warning' ? 'warn' : 'info'](`${name}: ${event.message}`);
@@ -202,12 +195,7 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
             });
             break;
           }
-          const raise = vscode.l10n.t('Raise Budget and Continue');
-          const end = vscode.l10n.t('End Loop');
-          void ctx.notifier.warn(vscode.l10n.t('Forge: loop "{0}" is paused: {1}', name, event.message), raise, end).then((choice) => {
-            if (choice === raise) void vscode.commands.executeCommand('forge.restartLoop', event.loop);
-            if (choice === end) void vscode.commands.executeCommand('forge.cancelLoop', event.loop);
-          });
+          // The pause itself is told with its next steps when the loop ends paused (loop-notices.ts).
           break;
         }
         case 'loop.commit':

@@ -15,6 +15,7 @@ import type {
   LoopAction,
   LoopDetail,
   LoopKey,
+  ProbeRect,
   RenderProbe,
   UsageView,
   WebviewToHost,
@@ -23,6 +24,7 @@ import { button, h, section, statusChip, type Child } from './dom';
 import { groupProbe, renderGroup } from './group-view';
 import { renderStateDiagram } from './state-diagram';
 import { LiveView } from './live-view';
+import { formatDuration, formatTime, renderChecks, renderFindings, renderNext, waitTextOf } from './first-screen';
 
 interface VsCodeApi {
   postMessage(message: WebviewToHost): void;
@@ -41,7 +43,6 @@ const sameKey = (a: LoopKey | null, b: LoopKey | null) => !!a && !!b && a.projec
 
 const formatCost = (cost: number) => (cost <= 0 ? '$0' : cost >= 1 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`);
 const formatTokens = (n: number) => (n < 1000 ? String(n) : n < 1_000_000 ? `${(n / 1000).toFixed(1)}k` : `${(n / 1_000_000).toFixed(2)}M`);
-const formatTime = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : '—');
 const PHASES: Record<string, string> = { coding: 'coding', auditing: 'auditing', final_auditing: 'final audit', final_audit_fix: 'final-audit fix', post_action: 'post action' };
 const live = (status: string) => status === 'running' || status === 'starting';
 
@@ -108,109 +109,6 @@ function usageTable(firstColumn: string, rows: { label: string; usage: UsageView
   );
 }
 
-function findingRow(detail: LoopDetail, f: FindingView, focus: boolean): HTMLElement {
-  const location = f.pseudo ? h('span', { class: 'pseudo-path' }, f.file) : h('a', { href: '#', class: 'file-link', 'data-file': f.file, 'data-line': f.line }, `${f.file}:${f.line}`);
-  if (!f.pseudo) {
-    location.addEventListener('click', (e) => {
-      e.preventDefault();
-      send({ type: 'openFile', loop: detail.key, file: f.file, line: f.line });
-    });
-  }
-  const actions = h('td', {});
-  if (f.status === 'open') {
-    actions.append(button('Dismiss', () => send({ type: 'dismissFinding', loop: detail.key, findingId: f.id }), true));
-  }
-  return h(
-    'tr',
-    { class: `finding finding-${f.status}${focus ? ' focused' : ''}`, 'data-finding': f.id, id: `finding-${f.id}` },
-    h('td', {}, h('span', { class: `severity severity-${f.severity}` }, f.severity)),
-    h('td', {}, location),
-    h(
-      'td',
-      {},
-      h('div', {}, f.description),
-      f.scenario ? h('div', { class: 'muted scenario' }, `Scenario: ${f.scenario}`) : null,
-      f.recurrenceCount >= 3 ? h('div', { class: 'recurring' }, `recurring (${f.recurrenceCount}×)`) : null,
-    ),
-    h('td', {}, f.sectionIndex === null ? '—' : String(f.sectionIndex + 1)),
-    h('td', {}, f.status),
-    actions,
-  );
-}
-
-const formatDuration = (ms: number) => (ms < 1000 ? `${ms} ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`);
-/** passed → pass; cancelled or never run → neutral; anything else failed the check. */
-const checkOutcome = (status: string | null) => (status === 'passed' ? 'pass' : status === null || status === 'cancelled' ? 'none' : 'fail');
-const CHECK_MARK: Record<string, string> = { pass: '✓', fail: '✗', none: '○' };
-
-function checkBlock(check: CheckView): HTMLElement {
-  const outcome = checkOutcome(check.latestStatus);
-  const failedRun = check.runs.find((r) => checkOutcome(r.status) === 'fail' && r.outputTail !== '');
-  return h(
-    'div',
-    { class: `check check-${outcome}`, 'data-check': check.checkId },
-    h(
-      'div',
-      { class: 'check-head' },
-      h('span', { class: `check-status check-status-${outcome}` }, `${CHECK_MARK[outcome]} ${check.latestStatus ?? 'not run yet'}`),
-      ' ',
-      h('span', { class: 'check-label' }, check.label),
-      check.command !== null && check.command !== check.label ? h('code', { class: 'check-command' }, check.command) : null,
-    ),
-    check.runs.length === 0
-      ? null
-      : h(
-          'table',
-          { class: 'check-runs' },
-          h('thead', {}, h('tr', {}, ...['status', 'exit', 'duration', 'gate', 'iteration', 'at'].map((t) => h('th', {}, t)))),
-          h(
-            'tbody',
-            {},
-            ...check.runs.map((r) =>
-              h(
-                'tr',
-                { class: `check-run check-run-${checkOutcome(r.status)}`, 'data-check-run': r.id, title: r.message },
-                h('td', {}, h('span', { class: `check-status-${checkOutcome(r.status)}` }, r.status)),
-                h('td', { class: 'num' }, r.exitCode === null ? '—' : String(r.exitCode)),
-                h('td', { class: 'num' }, formatDuration(r.durationMs)),
-                h('td', {}, r.gate === 'section' && r.sectionIndex !== null ? `section ${r.sectionIndex + 1}` : r.gate),
-                h('td', { class: 'num' }, String(r.iteration)),
-                h('td', {}, formatTime(r.startedAt)),
-              ),
-            ),
-          ),
-        ),
-    check.olderRuns > 0 ? h('div', { class: 'muted' }, `${check.olderRuns} older run${check.olderRuns === 1 ? '' : 's'} not shown (forge status --json has them all)`) : null,
-    failedRun
-      ? h(
-          'vscode-collapsible',
-          {
-            title: `Output of the failed run (iteration ${failedRun.iteration}, ${failedRun.message})${failedRun.outputBytes > failedRun.outputTail.length ? ' — its tail' : ''}`,
-            class: 'check-output',
-            open: outcome === 'fail',
-          },
-          h('pre', { class: 'check-output-text' }, failedRun.outputTail),
-        )
-      : null,
-  );
-}
-
-function renderChecks(detail: LoopDetail): HTMLElement | null {
-  if (detail.checks.length === 0) {
-    // Said, not hidden (issue 28): such a loop completes on the auditor's word alone.
-    return section(
-      'Checks — none',
-      h('p', { class: 'no-checks' }, 'Forge runs no check of its own for this loop, so it completes when the auditor finds nothing. A plan names checks in its "## Verification" part (- `npm test`, - exists: FILE); a goal with --check, --exists, --contains or --matches.'),
-    );
-  }
-  const passing = detail.checks.filter((c) => c.latestStatus === 'passed').length;
-  return section(
-    `Checks — ${passing}/${detail.checks.length} passing`,
-    h('p', { class: 'muted' }, 'Forge runs these itself in the worktree; the loop cannot complete while one fails.'),
-    ...detail.checks.map(checkBlock),
-  );
-}
-
 /** Each plan_adjust: when, during which audit, the rationale, and a before/after diff per changed section. */
 function renderAmendments(detail: LoopDetail): HTMLElement | null {
   if (detail.amendments.length === 0) return null;
@@ -263,14 +161,13 @@ function renderShellInterventions(detail: LoopDetail): HTMLElement | null {
 
 function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
   const running = live(detail.status);
-  const actions = h('div', { class: 'actions' });
-  const act = (label: string, action: LoopAction, secondary = true) => actions.append(button(label, () => send({ type: 'loopAction', loop: detail.key, action }), secondary));
-  if (running) act('Cancel', 'cancel', false);
-  if (running) act('Message the Agent', 'message');
-  if (!running && detail.status !== 'completed') act('Restart', 'restart', false);
-  if (running && detail.supervision !== 'this-window') act('Force Restart', 'forceRestart');
-  if (detail.worktreeDir) act('Open Worktree', 'openWorktree');
-  if (detail.branch) act('Show Diff', 'showDiff');
+  // The next steps lead (next.steps); the loop's other actions follow them.
+  const others: { label: string; action: LoopAction }[] = [];
+  if (running) others.push({ label: 'Cancel', action: 'cancel' }, { label: 'Message the Agent', action: 'message' });
+  if (!running && detail.status !== 'completed') others.push({ label: 'Restart', action: 'restart' });
+  if (running && detail.supervision !== 'this-window') others.push({ label: 'Force Restart', action: 'forceRestart' });
+  if (detail.worktreeDir) others.push({ label: 'Open Worktree', action: 'openWorktree' });
+  if (detail.branch) others.push({ label: 'Show Diff', action: 'showDiff' });
 
   const header = h(
     'header',
@@ -293,12 +190,12 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
     ),
     detail.setup ? h('div', { class: detail.setup.startsWith('Setup failed') ? 'unconfined' : 'muted' }, detail.setup) : null,
     h('div', { class: 'muted' }, `Branch ${detail.branch ?? '—'}${detail.baseBranch ? ` from ${detail.baseBranch}` : ''} · models ${detail.model ?? 'default'}${detail.auditorModel && detail.auditorModel !== detail.model ? ` / auditor ${detail.auditorModel}` : ''} · started ${formatTime(detail.createdAt)}${detail.endedAt ? ` · ended ${formatTime(detail.endedAt)}` : ''}`),
-    actions,
+    renderNext(detail, send, others),
   );
 
   const diagram = section(
     'State machine',
-    renderStateDiagram({ edges: detail.edges, current: running ? detail.phase : null, ended: running ? null : detail.status }),
+    renderStateDiagram({ kind: detail.kind, edges: detail.edges, current: running ? detail.phase : null, ended: running ? null : detail.status }),
     detail.recentTransitions.length > 0
       ? h(
           'vscode-collapsible',
@@ -341,19 +238,6 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
           renderAmendments(detail),
         );
 
-  const open = detail.findings.filter((f) => f.status === 'open');
-  const findings = section(
-    `Findings — ${open.length} open of ${detail.findings.length}`,
-    detail.findings.length === 0
-      ? h('p', { class: 'muted' }, 'No findings.')
-      : h(
-          'table',
-          { class: 'findings' },
-          h('thead', {}, h('tr', {}, ...['severity', 'where', 'finding', 'section', 'status', ''].map((t) => h('th', {}, t)))),
-          h('tbody', {}, ...[...open, ...detail.findings.filter((f) => f.status !== 'open')].map((f) => findingRow(detail, f, f.id === state.focusFindingId))),
-        ),
-  );
-
   const usage = section(
     `Usage — ${formatCost(detail.usageTotal.cost)}, ${detail.usageTotal.sessions} session${detail.usageTotal.sessions === 1 ? '' : 's'}`,
     ...(detail.budget
@@ -379,7 +263,8 @@ function renderDetail(state: DashboardState, detail: LoopDetail): HTMLElement {
       : null;
 
   liveView.setDetail(detail);
-  return h('div', { class: 'detail' }, header, summary, liveView.root, diagram, plan, renderChecks(detail), renderShellInterventions(detail), findings, usage);
+  // The first screen: state and next steps (header), checks, open findings; then the rest.
+  return h('div', { class: 'detail' }, header, renderChecks(detail), renderFindings(state, detail, send), summary, liveView.root, plan, diagram, renderShellInterventions(detail), usage);
 }
 
 function render(state: DashboardState): void {
@@ -403,6 +288,12 @@ function render(state: DashboardState): void {
   if (state.focusFindingId !== null) document.getElementById(`finding-${state.focusFindingId}`)?.scrollIntoView({ block: 'center' });
 }
 
+function rectOf(e: Element | null): ProbeRect | null {
+  if (!e) return null;
+  const r = e.getBoundingClientRect();
+  return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+}
+
 function probe(): RenderProbe {
   const diagram = app.querySelector('svg.state-diagram');
   return {
@@ -424,6 +315,17 @@ function probe(): RenderProbe {
     checkOutputBlocks: app.querySelectorAll('pre.check-output-text').length,
     group: groupProbe(app),
     live: app.contains(liveView.root) ? liveView.probe() : { ...liveView.probe(), state: 'hidden' },
+    nextSteps: Array.from(app.querySelectorAll('#part-next [data-step]')).map((b) => b.textContent ?? ''),
+    waitText: app.querySelector('#part-next .wait-text')?.textContent ?? null,
+    layout: {
+      viewport: { width: window.innerWidth, height: window.innerHeight },
+      nextSteps: rectOf(app.querySelector('#part-next')),
+      checks: rectOf(app.querySelector('#part-checks')),
+      checkHeads: Array.from(app.querySelectorAll('#part-checks .check-head')).map((e) => rectOf(e)!),
+      openFindings: Array.from(app.querySelectorAll('#part-findings table.findings-open tr.finding')).map((e) => rectOf(e)!),
+      liveView: app.contains(liveView.root) ? rectOf(liveView.root) : null,
+      diagram: rectOf(diagram),
+    },
   };
 }
 

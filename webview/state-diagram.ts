@@ -13,7 +13,7 @@ interface Point {
 
 const NODE_W = 128;
 const NODE_H = 40;
-const NODES: Record<string, Point> = {
+const PLAN_NODES: Record<string, Point> = {
   start: { x: 28, y: 70 },
   coding: { x: 150, y: 70 },
   auditing: { x: 340, y: 70 },
@@ -44,6 +44,29 @@ const CANONICAL: readonly [string, string][] = [
   ['post_action', 'end'],
 ];
 
+/**
+ * A goal loop has no sections and no final audit: coding ⇄ auditing, then the end (or its post
+ * action). Its diagram shows only those states, the end below the audit.
+ */
+const GOAL_NODES: Record<string, Point> = {
+  start: { x: 28, y: 70 },
+  coding: { x: 150, y: 70 },
+  auditing: { x: 340, y: 70 },
+  post_action: { x: 530, y: 70 },
+  end: { x: 530, y: 200 },
+};
+
+const GOAL_CANONICAL: readonly [string, string][] = [
+  ['start', 'coding'],
+  ['coding', 'auditing'],
+  ['auditing', 'coding'],
+  ['auditing', 'post_action'],
+  ['auditing', 'end'],
+  ['post_action', 'end'],
+];
+
+let NODES = PLAN_NODES;
+
 const nodeId = (phase: string | null, side: 'from' | 'to') => (phase === null ? (side === 'from' ? 'start' : 'end') : phase);
 
 function el<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
@@ -70,6 +93,8 @@ function boundary(id: string, toward: Point): Point {
 }
 
 export interface DiagramInput {
+  /** A goal's diagram has no final-audit states. */
+  readonly kind: 'plan' | 'goal';
   readonly edges: readonly DiagramEdge[];
   /** The loop's phase when it is running, else null. */
   readonly current: string | null;
@@ -78,7 +103,11 @@ export interface DiagramInput {
 }
 
 export function renderStateDiagram(input: DiagramInput): SVGSVGElement {
-  const svg = el('svg', { viewBox: '0 0 800 250', class: 'state-diagram', role: 'img', 'aria-label': 'Loop state machine with transition counts' });
+  const goal = input.kind === 'goal';
+  NODES = goal ? GOAL_NODES : PLAN_NODES;
+  const canonical = goal ? GOAL_CANONICAL : CANONICAL;
+  const phases = goal ? DIAGRAM_PHASES.filter((p) => p in GOAL_NODES) : DIAGRAM_PHASES;
+  const svg = el('svg', { viewBox: goal ? '0 0 610 250' : '0 0 800 250', class: `state-diagram state-diagram-${input.kind}`, role: 'img', 'aria-label': 'Loop state machine with transition counts' });
   const defs = el('defs', {});
   for (const kind of ['taken', 'idle']) {
     const marker = el('marker', { id: `arrow-${kind}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
@@ -92,7 +121,7 @@ export function renderStateDiagram(input: DiagramInput): SVGSVGElement {
     const key = `${nodeId(e.from, 'from')}->${nodeId(e.to, 'to')}`;
     counts.set(key, (counts.get(key) ?? 0) + e.count);
   }
-  const keys = new Set<string>(CANONICAL.map(([a, b]) => `${a}->${b}`));
+  const keys = new Set<string>(canonical.map(([a, b]) => `${a}->${b}`));
   for (const key of counts.keys()) keys.add(key);
 
   const edgeLayer = el('g', { class: 'edges' });
@@ -135,7 +164,7 @@ export function renderStateDiagram(input: DiagramInput): SVGSVGElement {
   const start = el('g', { class: 'node terminal-node', 'data-node': 'start' });
   start.append(el('circle', { cx: NODES.start!.x, cy: NODES.start!.y, r: 9, class: 'start-dot' }));
   nodeLayer.append(start);
-  for (const phase of DIAGRAM_PHASES) {
+  for (const phase of phases) {
     const c = NODES[phase]!;
     const classes = ['node', 'phase-node'];
     if (input.current === phase) classes.push('current');

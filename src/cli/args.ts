@@ -6,9 +6,10 @@ import type { TerminationReason } from '../core/loop/state';
 import { capProblem } from '../core/groups/feature-split';
 import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary/group-vocabulary';
 import { editDistance } from '../core/config/settings';
+import { parseCommentTarget } from '../core/review/review-decisions';
 
 /** The commands of `forge` (their help: help.ts). */
-export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
+export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'review', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
 export type Verb = (typeof VERBS)[number];
 
 /**
@@ -58,6 +59,14 @@ export interface RestartArgs {
   budget: BudgetArgs | null;
 }
 
+/** `forge review NAME …` (issue 29): list the user's comments, add one, settle one, or send them. */
+export type ReviewAction =
+  | { kind: 'list' }
+  | { kind: 'comment'; file: string; line: number; lineEnd: number | null; text: string; severity: string }
+  | { kind: 'resolve'; id: number }
+  | { kind: 'dismiss'; id: number }
+  | { kind: 'send' };
+
 /** A goal's contract: checks Forge runs itself before the goal can complete (issue 13). */
 export interface GoalCheckArgs {
   check: string[];
@@ -77,7 +86,8 @@ export type CliCommand =
   | ({ command: 'accept'; name: string; squash: boolean; mergeCommit: boolean; remove: boolean; push: string | null } & CommonOptions)
   | ({ command: 'cancel'; name: string } & CommonOptions)
   | ({ command: 'tell'; name: string; text: string } & CommonOptions)
-  | ({ command: 'restart'; name: string } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
+  | ({ command: 'review'; name: string; action: ReviewAction } & CommonOptions)
+  | ({ command: 'restart'; name: string; review?: 'send' | 'final' } & RestartArgs & { follow: boolean; noHandover: boolean } & CommonOptions)
   | ({ command: 'group' } & GroupArgs & CommonOptions);
 
 /** `forge group …` (feature groups): a split of a PRD, or an action on a group by id. */
@@ -208,6 +218,11 @@ const PARSE_OPTIONS = {
   'merge-commit': { type: 'boolean' },
   remove: { type: 'boolean' },
   push: { type: 'string' },
+  comment: { type: 'string' },
+  severity: { type: 'string' },
+  resolve: { type: 'string' },
+  dismiss: { type: 'string' },
+  send: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const;
@@ -309,6 +324,9 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
   for (const k of ['squash', 'merge-commit', 'remove', 'push'] as const) {
     if (command !== 'accept' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge accept only.`);
   }
+  for (const k of ['comment', 'severity', 'resolve', 'dismiss', 'send'] as const) {
+    if (command !== 'review' && v[k] !== undefined) throw new UsageError(`--${k} applies to forge review only.`);
+  }
   if (command !== 'run' && command !== 'goal' && command !== 'restart' && v['no-handover']) throw new UsageError('--no-handover applies to forge run, forge goal and forge restart only.');
   if (command === 'group') return { command, ...groupOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
   const runOnly = ['name', 'max-iterations', 'sandbox', 'no-sandbox', 'merge', 'dry-run'] as const;
@@ -381,6 +399,8 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     }
     case 'cancel':
       return { command, name: one('loop name'), ...common };
+    case 'review':
+      return { command, ...reviewOptions(v as Record<string, string | boolean | undefined>, rest), ...common };
     case 'tell': {
       const [name, ...words] = rest;
       const text = words.join(' ');
@@ -394,6 +414,41 @@ function parseCommand(argv: readonly string[], cwd: string): CliCommand {
     default:
       throw unknownCommand(command);
   }
+}
+
+/** `forge review NAME [--comment FILE:LINE[-END] "TEXT" [--severity S] | --resolve ID | --dismiss ID | --send]`, checked. */
+function reviewOptions(v: Record<string, string | boolean | undefined>, rest: string[]): { name: string; action: ReviewAction } {
+  const [name, ...words] = rest;
+  if (!name) throw new UsageError('forge review needs the loop name, e.g. forge review l1.');
+  const chosen = (['comment', 'resolve', 'dismiss', 'send'] as const).filter((k) => v[k] !== undefined);
+  if (chosen.length > 1) throw new UsageError(`--${chosen.join(', --')} exclude each other: one action at a time.`);
+  if (v.severity !== undefined && v.comment === undefined) throw new UsageError('--severity applies to --comment only.');
+  const action = chosen[0];
+  if (action !== 'comment' && words.length > 0) throw new UsageError(`forge review takes the loop name only${action ? ` with --${action}` : ''}; a comment's text goes with --comment FILE:LINE "TEXT".`);
+  const id = (k: 'resolve' | 'dismiss'): number => {
+    const n = Number(v[k]);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--${k} takes a comment's number (forge review ${name} lists them), not "${String(v[k])}".`);
+    return n;
+  };
+  switch (action) {
+    case undefined:
+      return { name, action: { kind: 'list' } };
+    case 'send':
+      return { name, action: { kind: 'send' } };
+    case 'resolve':
+    case 'dismiss':
+      return { name, action: { kind: action, id: id(action) } };
+    case 'comment': {
+      const target = parseCommentTarget(String(v.comment));
+      if (!target.ok) throw new UsageError(`--comment takes FILE:LINE or FILE:LINE-END (lines from 1): ${target.message}`);
+      const text = words.join(' ');
+      if (text.trim() === '') throw new UsageError(`forge review ${name} --comment ${String(v.comment)} needs the comment's text, e.g. "this must handle an empty list".`);
+      const severity = String(v.severity ?? 'bug');
+      if (severity !== 'bug' && severity !== 'warning') throw new UsageError(`--severity is bug or warning, not "${severity}".`);
+      return { name, action: { kind: 'comment', ...target.value, text, severity } };
+    }
+  }
+  throw new UsageError('forge review: unknown action.');
 }
 
 /** `--model`, `--auditor-model`, `--variant`, checked. */
@@ -530,6 +585,8 @@ export const EXIT = {
   supervisionLost: 9,
   budgetPaused: 10,
   setupFailed: 11,
+  /** The coder answered the user's review; the loop waits for the user (forge review NAME). */
+  awaitingReview: 12,
 } as const;
 
 export function exitCodeFor(reason: TerminationReason): number {
@@ -559,5 +616,7 @@ export function exitCodeFor(reason: TerminationReason): number {
       return EXIT.budgetPaused;
     case 'setup_failed':
       return EXIT.setupFailed;
+    case 'awaiting_review':
+      return EXIT.awaitingReview;
   }
 }

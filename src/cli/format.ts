@@ -7,6 +7,7 @@ import type { ForgeEngine } from '../core/engine';
 import type { LoopRuntimeEvent } from '../core/loop/runtime-types';
 import { supervisorOf } from '../core/loop/lease-holder';
 import { terminationReasonToString } from '../core/loop/state';
+import { nextStepLines, nextStepsOf } from '../core/loop/next-steps';
 import { readExtras } from '../core/loop/loop-extras';
 import { describeAccept } from '../core/accept/accept-decisions';
 import type { CheckRunRow, LoopRow, ShellInterventionRow } from '../core/storage/repositories';
@@ -14,10 +15,15 @@ import { confinementOf, describeConfinement } from '../core/sandbox/confinement'
 import { describeSupervision, endpointPaths, formatSupervision, readEngineInfo } from '../core/engine-host';
 import { budgetUses, describeBudget, hasBudget, spendFromTotals } from '../core/loop/budget';
 
+/** What the user can do next with the loop that just ended. */
+function endedNextSteps(e: Extract<LoopRuntimeEvent, { type: 'loop.ended' }>) {
+  return nextStepsOf({ name: e.loop.name, status: e.status, reason: e.reason, branch: e.branch });
+}
+
 export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
   if (json) {
     const { loop, ...rest } = e;
-    return JSON.stringify({ loop: loop.name, ...rest, ...(e.type === 'loop.ended' ? { reason: terminationReasonToString(e.reason) } : {}) });
+    return JSON.stringify({ loop: loop.name, ...rest, ...(e.type === 'loop.ended' ? { reason: terminationReasonToString(e.reason), next: endedNextSteps(e).steps.map((s) => s.cli) } : {}) });
   }
   const name = e.loop.name;
   switch (e.type) {
@@ -61,8 +67,13 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       if (e.worktreeDir) lines.push(`[${name}] worktree: ${e.worktreeDir}`);
       if (e.merge) lines.push(`[${name}] merge: ${e.merge}`);
       if (e.status === 'paused') {
-        lines.push(`[${name}] paused, nothing lost. Continue with a higher budget: forge restart ${name} --budget AMOUNT (and/or --budget-tokens N); or leave it paused (forge status ${name} shows the spend).`);
+        lines.push(`[${name}] paused, nothing lost: continue it with a higher budget (--budget AMOUNT and/or --budget-tokens N), or leave it paused (forge status ${name} shows the spend).`);
       }
+      if (e.status === 'awaiting_review') {
+        lines.push(`[${name}] the coder answered your review: read the answers with forge review ${name}, then resolve each comment (forge review ${name} --resolve ID) or send it back (forge review ${name} --send).`);
+      }
+      // The exact commands that fit how it ended (issue 29 item 7).
+      for (const line of nextStepLines(endedNextSteps(e))) lines.push(`[${name}] ${line}`);
       return lines.join('\n');
     }
     case 'loop.supervision_lost':
@@ -225,6 +236,7 @@ export function formatLoopDetail(engine: ForgeEngine, loop: LoopRow, json: boole
     `usage: ${s.sessions} sessions, ${s.tokens.input} in / ${s.tokens.output} out tokens, ${money(s.cost)}`,
     `budget: ${describeBudget(readExtras(loop).budget)}${s.budget ? ` — used ${s.budget.used.map((u) => `${u.limit} ${u.percent} %`).join(', ')}` : ''}`,
     ...(s.status === 'paused' ? [`paused: continue with forge restart ${s.name} --budget AMOUNT (higher than spent), or leave it.`] : []),
+    ...(s.status === 'awaiting_review' ? [`awaiting your review: forge review ${s.name} lists the coder's answers; resolve them (--resolve ID) or send the review back (--send).`] : []),
     'attempts:',
     ...attempts.map((a) => `  ${a.kind} iteration ${a.iteration}${a.sectionIndex !== null ? ` section ${a.sectionIndex + 1}` : ''} #${a.attempt} on ${a.model ?? "opencode's default model"}${a.variant ? ` (${a.variant})` : ''}: ${a.outcome}${a.error ? ` — ${a.error.split('\n')[0]!.slice(0, 160)}` : ''}`),
     'transitions:',
@@ -258,6 +270,6 @@ export function formatFindings(engine: ForgeEngine, projectId: string, loopName:
   if (json) return JSON.stringify(findings);
   if (findings.length === 0) return `Loop "${loopName}" has no findings.`;
   return findings
-    .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}` : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}`)
+    .map((f) => `#${f.id} ${f.status.padEnd(9)} ${f.severity.padEnd(7)} ${f.file}${f.line ? `:${f.line}${f.lineEnd ? `-${f.lineEnd}` : ''}` : ''}${f.source === 'user' ? ' (your review)' : ''}\n    ${f.description}${f.scenario ? `\n    scenario: ${f.scenario}` : ''}${f.reply ? `\n    coder: ${f.reply}` : ''}`)
     .join('\n');
 }

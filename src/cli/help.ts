@@ -46,6 +46,11 @@ export const OPTION_HELP: Readonly<Record<string, OptionHelp>> = {
   launch: { text: 'run the features right after the split, without review' },
   'splitter-model': { arg: 'P/M', text: 'the feature splitter\'s model (default: as for loops; the embedded model splits PRDs written as "## Feature <id>: <title>" sections)' },
   into: { arg: 'BRANCH', text: 'the branch to fast-forward to the group\'s integration branch' },
+  comment: { arg: 'FILE:LINE[-END]', text: 'add a comment of your review on these lines (the text follows); it is a finding only you close' },
+  severity: { arg: 'S', text: "the comment's severity: bug (default) or warning" },
+  resolve: { arg: 'ID', text: 'resolve comment ID of your review' },
+  dismiss: { arg: 'ID', text: 'dismiss comment ID of your review' },
+  send: { text: 'send the open comments back to the loop: another coding pass, audit, checks and final audit' },
   accept: { arg: 'ID', text: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept' },
   squash: { text: 'when the base cannot be fast-forwarded, one squashed commit (default: forge.accept.strategy)' },
   'merge-commit': { text: 'when the base cannot be fast-forwarded, a merge commit (default: forge.accept.strategy)' },
@@ -139,6 +144,17 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
       { usage: 'forge findings NAME --accept ID', does: 'accept (dismiss) finding ID, e.g. a "verification changed" only you can accept', options: ['accept'], example: ['findings', 'l1', '--accept', '3'] },
     ],
   },
+  review: {
+    summary: "comment on a loop's work and send it back",
+    forms: [
+      { usage: 'forge review NAME [--json]', does: 'list the comments of your review, their status and the coder\'s answers', options: [], example: ['review', 'l1'] },
+      { usage: 'forge review NAME --comment FILE:LINE[-END] "TEXT" [--severity S]', does: 'add a comment on those lines of the loop\'s worktree', options: ['comment', 'severity'], example: ['review', 'l1', '--comment', 'src/app.ts:12', 'handle the empty list'] },
+      { usage: 'forge review NAME --resolve ID', does: 'resolve a comment; the last one of a loop awaiting review runs its final gate and completes it', options: ['resolve'], example: ['review', 'l1', '--resolve', '3'] },
+      { usage: 'forge review NAME --dismiss ID', does: 'dismiss a comment (the same, without agreeing it is fixed)', options: ['dismiss'], example: ['review', 'l1', '--dismiss', '3'] },
+      { usage: 'forge review NAME --send', does: 'reopen the loop (completed or stopped) for a coding pass whose prompt carries your open comments verbatim', options: ['send'], example: ['review', 'l1', '--send'] },
+    ],
+    notes: ['The loop cannot complete while a comment is open: when the coder has answered every one (its forge_review_reply), the loop waits in awaiting_review (exit 12) until you resolve them or send again. No agent can resolve or delete your comments.'],
+  },
   accept: {
     summary: "merge a loop's branch into its base branch, or push it",
     forms: [
@@ -157,7 +173,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
     notes: ['Goes into the running session at once, or into the next session\'s prompt when the loop is between sessions; the loop\'s supervising process (a forge run or a VS Code window) must be alive.'],
   },
   restart: {
-    summary: 'restart a loop that is not completed (other models, more budget)',
+    summary: 'restart a stopped loop (models, budget)',
     forms: [{ usage: 'forge restart NAME [options]', options: ['force', 'model', 'auditor-model', 'variant', 'budget', 'budget-tokens', 'budget-auditor-share', 'follow', 'no-handover'], example: ['restart', 'l1'] }],
     notes: [BUDGET_NOTE],
   },
@@ -171,7 +187,8 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
 export const EXIT_CODES_TEXT = `Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
 6 model or agent failure (a group: a feature failed); 7 worktree failure;
 8 opencode failure; 9 another process took over the loop; 10 paused: budget
-reached; 11 setup_failed (forge restart runs setup again); 1 internal error.`;
+reached; 11 setup_failed (forge restart runs setup again); 12 awaiting
+your review; 1 internal error.`;
 
 const WIDTH = 80;
 const OPTION_COLUMN = 25;

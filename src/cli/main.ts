@@ -356,6 +356,8 @@ async function main(argv: string[]): Promise<number> {
         out(formatFindings(engine, projectId, cmd.name, cmd.json));
         return 0;
       }
+      case 'review':
+        return await (await loadPart(() => import('./review-command'))).runReviewCommand(engine, cmd, settings, { out, err }, runLoop);
       case 'accept':
         return await (await loadPart(() => import('./accept-command'))).runAcceptCommand(engine, cmd, settings, { out, err });
       case 'tell':

@@ -39,6 +39,7 @@ export async function runLoop(dataDir: string, openEngine: () => Promise<ForgeEn
         ...(cmd.auditorModel ? { auditorModel: cmd.auditorModel } : {}),
         ...(cmd.variant ? { variant: cmd.variant } : {}),
         ...(cmd.budget ? { budget: cmd.budget } : {}),
+        ...(cmd.review ? { review: cmd.review } : {}),
       },
     };
   } else {

@@ -17,6 +17,7 @@ import { readExtras, type EngineLog, type StoredLoopExtras } from './loop/loop-s
 import {
   AUTO_DRIVER_ORDER,
   createSandboxRuntime,
+  LOOP_SANDBOX_STATE_KEY,
   prepareOpencodeSandbox,
   removeOpencodeSandboxShims,
   SANDBOX_DRIVER_NAMES,
@@ -31,6 +32,8 @@ import {
   type SandboxRuntime,
 } from './sandbox';
 import { prepareAgentHostShell, removeAgentHostShell } from './sandbox/host-shell';
+import { bwrapDevcontainerNotice, devcontainerImageNotice } from './sandbox/devcontainer/config';
+import { readDevcontainerAt, resolveDevcontainerImage } from './sandbox/devcontainer/resolve';
 import { hostCheckExecutor, sandboxCheckExecutor } from './checks';
 import { packageCacheDir, readSetupState } from './loop/loop-setup';
 import { copyPreparedFiles } from './workspace/worktree-setup/setup-files';
@@ -129,7 +132,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     return rows.some((r) => r.status === 'running' || r.status === 'starting');
   }
   /** The sandbox a loop runs with: stored at its start, or (a loop from before) taken from the settings now. */
-  async function loopSandboxConfig(loop: LoopRow): Promise<LoopSandboxConfig> {
+  async function loopSandboxConfig(loop: LoopRow, notices?: string[]): Promise<LoopSandboxConfig> {
     const stored = loop.state[LOOP_SANDBOX_STATE_KEY] as LoopSandboxConfig | undefined;
     if (stored && typeof stored === 'object' && (SANDBOX_DRIVER_NAMES as readonly string[]).includes(stored.driver)) return stored;
     const { driver, reason } = await resolveSandboxDriver();
@@ -139,10 +142,39 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       driver,
       network: s['forge.sandbox.network'],
       limits: { cpus: s['forge.sandbox.cpus'], memoryMb: s['forge.sandbox.memoryMb'], pids: s['forge.sandbox.pidsLimit'] },
-      image: s['forge.sandbox.image'],
+      image: (await devcontainerImageFor(loop, driver, notices)) ?? s['forge.sandbox.image'],
     };
     deps.repos.loops.mergeState(loop.projectId, loop.name, { [LOOP_SANDBOX_STATE_KEY]: config });
     return config;
+  }
+  /**
+   * A docker/podman loop's image from the repository's Dev Container configuration at its base
+   * commit (built once, cached by content); null without one. A refused configuration or a
+   * failed build is the start's error.
+   */
+  async function devcontainerImageFor(loop: LoopRow, driver: SandboxDriverName, notices?: string[]): Promise<string | null> {
+    if ((driver !== 'docker' && driver !== 'podman') || !loop.baseCommit) return null;
+    const began = Date.now();
+    const resolved = await resolveDevcontainerImage({
+      gitDir: readExtras(loop).gitCommonDir,
+      commit: loop.baseCommit,
+      engine: driver,
+      env: baseEnv(),
+      scratchDir: join(dataDir, 'devcontainer-builds'),
+      onLog: (line) => (line.startsWith('[devcontainer]') ? log.info(`[sandbox] ${line}`) : log.debug(`[sandbox] ${line}`)),
+    });
+    if (resolved.kind === 'none') return null;
+    notices?.push(devcontainerImageNotice(resolved, driver, Date.now() - began));
+    log.info(
+      `[sandbox] loop ${loop.name} uses ${resolved.kind === 'image' ? 'the image' : resolved.cached ? 'the cached image' : 'the newly built image'} ${resolved.image} of ${resolved.configPath} (${driver})`,
+    );
+    return resolved.image;
+  }
+  /** The notice of a bwrap loop whose repository has a Dev Container configuration (which bwrap does not use). */
+  async function bwrapDevcontainerNoticeFor(loop: LoopRow): Promise<string | null> {
+    if (!loop.baseCommit) return null;
+    const found = await readDevcontainerAt({ gitDir: readExtras(loop).gitCommonDir, commit: loop.baseCommit }).catch(() => null);
+    return found ? bwrapDevcontainerNotice(found.configPath) : null;
   }
   function sandboxRequest(loop: LoopRow, extras: StoredLoopExtras, config: LoopSandboxConfig): LoopSandboxRequest {
     // The prepared dependency folders, read-only at the worktree's paths (issue 27).
@@ -209,7 +241,8 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
     },
     async prepare(loop, extras, resume) {
-      const config = await loopSandboxConfig(loop);
+      const notices: string[] = [];
+      const config = await loopSandboxConfig(loop, notices);
       const m = sandboxManagerFor(config.driver);
       const request = sandboxRequest(loop, extras, config);
       try {
@@ -218,7 +251,11 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
         const freeze = async () => (m.runtime.freeze ? m.runtime.freeze(handle.name) : null);
         // A process killed during a file tool call leaves its sandbox's cgroup frozen: thaw it (freeze, then thaw).
         if (resume && config.driver === 'bwrap') await freeze().then((thaw) => thaw?.(), () => undefined);
-        return { env: additions.env, config: additions.config, callsDir: additions.callsDir, shellPath: additions.shellShimPath, ripgrepPath: additions.ripgrepShimPath, freeze };
+        const bwrapNotice = !resume && config.driver === 'bwrap' ? await bwrapDevcontainerNoticeFor(loop) : null;
+        if (bwrapNotice) notices.push(bwrapNotice);
+        return {
+          ...(notices.length > 0 ? { notices } : {}),
+          env: additions.env, config: additions.config, callsDir: additions.callsDir, shellPath: additions.shellShimPath, ripgrepPath: additions.ripgrepShimPath, freeze };
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {
@@ -431,9 +468,6 @@ export function hostUntrackedNotice(reason: string): string {
     'Run it sandboxed, or as a user with a delegated cgroup v2, to end everything it started.'
   );
 }
-
-/** Where a loop keeps the sandbox it started with, in its stored state. */
-const LOOP_SANDBOX_STATE_KEY = 'sandboxConfig';
 
 interface LoopSandboxConfig {
   driver: SandboxDriverName;

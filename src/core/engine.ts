@@ -11,6 +11,7 @@ import type { ForgeSettings } from './config/settings';
 import { createLoopToolBackend } from './loop/tool-backend';
 import { LoopJobRegistry } from './jobs/job-registry';
 import { createLoopRuntime } from './loop/runtime';
+import { createReviewService, type ReviewService } from './review/review-service';
 import type { EngineLog } from './loop/loop-supervisor';
 import type { LoopRuntime, LoopTimingMark } from './loop/runtime-types';
 import { EMBEDDED_MODEL, EMBEDDED_PROVIDER_ID } from './opencode/embedded-model';
@@ -99,6 +100,8 @@ export interface ForgeEngine {
   readonly db: ForgeDatabase;
   readonly runtime: LoopRuntime;
   readonly repos: ForgeRepositories;
+  /** The user's review of a loop: comments as findings, resolve, dismiss, send back (issue 29). */
+  readonly review: ReviewService;
   readonly worktrees: WorktreeService;
   /** Plan authoring: architect sessions drafting plans of record (`forge plan`, *Forge: Draft Plan*). */
   readonly planner: PlanDrafter;
@@ -375,6 +378,7 @@ export async function createForgeEngine(options: ForgeEngineOptions): Promise<Fo
     db,
     runtime,
     repos,
+    review: createReviewService(repos, runtime),
     worktrees,
     planner,
     live,

@@ -9,6 +9,7 @@ import type { LoopRow, StoredLoopStatus } from '../core/storage/repositories/loo
 import type { CheckRunRow } from '../core/storage/repositories/check-runs-repository';
 import type { FindingSeverity } from '../core/storage/repositories/review-findings-repository';
 import type { FeatureGroupNode, FeatureNode, OverlapNode } from './group-tree-model';
+import { nextStepLabel, nextStepsOfSummary, waitText } from './next-step-labels';
 
 /** Findings about the goal or plan itself (FINDING_PSEUDO_PATHS of src/core/loop/tool-backend.ts). */
 export const PSEUDO_FINDING_PATHS: readonly string[] = ['GOAL', 'PLAN'];
@@ -61,6 +62,8 @@ export interface LoopSummary {
   readonly supervisedHere: boolean;
   /** The loop's verification checks and where each stands (absent: the loop has none). */
   readonly checks?: LoopChecksSummary;
+  /** When the loop's work was last accepted (absent: never). */
+  readonly acceptedAt?: number;
 }
 
 /** Where a loop's verification checks stand, from the latest run of each. */
@@ -222,6 +225,8 @@ export function loopStatusIcon(status: StoredLoopStatus): TreeIconSpec {
       return { id: 'debug-pause', color: 'list.warningForeground' };
     case 'setup_failed':
       return { id: 'tools', color: 'list.errorForeground' };
+    case 'awaiting_review':
+      return { id: 'comment-unresolved', color: 'list.warningForeground' };
   }
 }
 
@@ -302,6 +307,9 @@ export function buildLoopNode(summary: LoopSummary): LoopNode {
   const live = isLive(loop.status);
   const parts: string[] = [];
   parts.push(live ? (phaseLabel(loop.phase)) : loop.status === 'completed' ? vscode.l10n.t('completed') : (loop.terminationReason ?? loop.status));
+  // A loop that waits for the user is marked, with the steps that fit (issue 29 item 7).
+  const next = nextStepsOfSummary(summary);
+  if (next.waiting) parts.push(vscode.l10n.t('● waits for you: {0}', next.steps.map((s) => nextStepLabel(s.id)).join(', ')));
   parts.push(vscode.l10n.t('iter {0}', loop.iteration));
   const section = sectionFraction(loop);
   if (section) parts.push(`§${section}`);
@@ -338,6 +346,8 @@ export function buildLoopTooltip(summary: LoopSummary): string {
   const findings = findingsText(summary.openFindings);
   const tooltip: string[] = [vscode.l10n.t('{0} — {1} loop', loop.name, loop.kind), vscode.l10n.t('Status: {0}', statusText(summary))];
   if (live) tooltip.push(vscode.l10n.t('Phase: {0}', phaseLabel(loop.phase)));
+  const next = nextStepsOfSummary(summary);
+  if (next.waiting) tooltip.push(vscode.l10n.t('Waits for you: {0}. Next: {1}', waitText(next.wait), next.steps.map((s) => nextStepLabel(s.id)).join(', ')));
   tooltip.push(vscode.l10n.t('Iteration {0}', iterationFraction(loop)));
   if (section) tooltip.push(vscode.l10n.t('Section {0}', section));
   tooltip.push(vscode.l10n.t('Open findings: {0}', findings ?? vscode.l10n.t('none')));

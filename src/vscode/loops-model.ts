@@ -23,6 +23,7 @@ export function readLoopSummaries(engine: ForgeEngine, projects: readonly Worksp
   for (const { projectId } of projects) {
     const counts = new Map(repos.reviewFindings.countOpenByLoop(projectId).map((c) => [c.loopName, c]));
     const usage = new Map(repos.sessionUsage.totalsByLoop(projectId).map((u) => [u.loopName, u]));
+    const accepted = new Map(repos.accepts.lastAcceptedByLoop(projectId).map((a) => [a.loopName, a.at]));
     const pseudo = new Map<string, LoopSummary['pseudoFindings'][number][]>();
     for (const file of LOOP_LEVEL_FINDING_PATHS) {
       for (const f of repos.reviewFindings.listByFile(projectId, file, { status: 'open' })) {
@@ -45,6 +46,7 @@ export function readLoopSummaries(engine: ForgeEngine, projects: readonly Worksp
         pseudoFindings: pseudo.get(loop.name) ?? [],
         supervisedHere: runtime.isSupervising({ projectId, name: loop.name }),
         ...(checks ? { checks } : {}),
+        ...(accepted.has(loop.name) ? { acceptedAt: accepted.get(loop.name)! } : {}),
       });
     }
   }

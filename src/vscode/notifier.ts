@@ -7,6 +7,8 @@ export type NotificationLevel = 'info' | 'warning' | 'error';
 export interface RecordedNotification {
   readonly level: NotificationLevel;
   readonly message: string;
+  /** The buttons it offered. */
+  readonly actions: readonly string[];
   readonly at: number;
 }
 
@@ -28,26 +30,26 @@ const KEEP = 50;
 
 export function createNotifier(log: ForgeLog, showLog: () => void): Notifier {
   const recent: RecordedNotification[] = [];
-  const record = (level: NotificationLevel, message: string) => {
-    recent.push({ level, message, at: Date.now() });
+  const record = (level: NotificationLevel, message: string, actions: readonly string[] = []) => {
+    recent.push({ level, message, actions, at: Date.now() });
     if (recent.length > KEEP) recent.shift();
   };
   return {
     info(raw, ...actions) {
       const message = inertText(raw);
-      record('info', message);
+      record('info', message, actions);
       log.info(message);
       return vscode.window.showInformationMessage(message, ...actions);
     },
     warn(raw, ...actions) {
       const message = inertText(raw);
-      record('warning', message);
+      record('warning', message, actions);
       log.warn(message);
       return vscode.window.showWarningMessage(message, ...actions);
     },
     error(what, error) {
       const message = inertText(vscode.l10n.t('{0}: {1}', what, errorMessage(error)));
-      record('error', message);
+      record('error', message, [vscode.l10n.t('Show Log')]);
       log.error(error instanceof Error && error.stack ? `${what}: ${error.stack}` : message);
       const showLogAction = vscode.l10n.t('Show Log');
       void vscode.window.showErrorMessage(message, showLogAction).then((choice) => {

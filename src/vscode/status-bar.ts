@@ -3,6 +3,8 @@ import type { ForgeEngine } from './engine-contract';
 import type { ForgeLog } from './log';
 import type { LoopsModel } from './loops-model';
 import type { SettingsAccessor } from './settings-accessor';
+import { confinementOf } from '../core/sandbox/confinement';
+import { nextStepsOfSummary } from './next-step-labels';
 
 export interface SandboxAvailability {
   readonly available: boolean;
@@ -16,14 +18,32 @@ export interface StatusBarSnapshot {
 }
 
 /**
- * Text and tooltip of the sandbox item: a pure function of the setting and what the engine found.
- * Whenever new loops would run unconfined the item says so in words and is shown as a warning.
+ * Text and tooltip of the sandbox item: a pure function of the setting, what the engine found and
+ * the confinement of the loops running now. The item speaks of NEW loops (the setting): each loop
+ * keeps the confinement it started with, so a running loop that is unconfined is named beside it
+ * ("· 1 running UNCONFINED") and the item is a warning; it never says "sandboxed" alone next to
+ * an unconfined loop (issue 29 item 6).
  */
-export function sandboxItemView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean; warning: boolean } {
+export function sandboxItemView(
+  enabled: boolean,
+  availability: SandboxAvailability | null,
+  runningUnconfined: readonly string[] = [],
+): { text: string; tooltip: string; disabled: boolean; warning: boolean } {
+  const view = newLoopsView(enabled, availability);
+  if (runningUnconfined.length === 0) return view;
+  return {
+    ...view,
+    text: vscode.l10n.t('{0} · {1} running UNCONFINED', view.text, runningUnconfined.length),
+    tooltip: vscode.l10n.t('{0}\n\nRunning now UNCONFINED (each loop keeps the confinement it started with): {1}.', view.tooltip, runningUnconfined.join(', ')),
+    warning: true,
+  };
+}
+
+function newLoopsView(enabled: boolean, availability: SandboxAvailability | null): { text: string; tooltip: string; disabled: boolean; warning: boolean } {
   const unconfined = vscode.l10n.t('Their agents\' commands run on this machine as you and can write outside the worktree; Forge keeps its secrets out of their environment and refuses git push, but only a sandbox stops a determined agent.');
   if (!enabled) {
     return {
-      text: vscode.l10n.t('$(warning) Sandbox: off — unconfined'),
+      text: vscode.l10n.t('$(warning) New loops: unconfined (sandbox off)'),
       tooltip: vscode.l10n.t('New Forge loops run UNCONFINED: the sandbox is turned off (forge.sandbox.enabled). {0} Click to turn the sandbox on.', unconfined),
       disabled: false,
       warning: true,
@@ -31,7 +51,7 @@ export function sandboxItemView(enabled: boolean, availability: SandboxAvailabil
   }
   if (availability && !availability.available) {
     return {
-      text: vscode.l10n.t('$(warning) Sandbox: unavailable — unconfined'),
+      text: vscode.l10n.t('$(warning) New loops: unconfined (sandbox unavailable)'),
       tooltip: vscode.l10n.t('New Forge loops run UNCONFINED: Forge cannot sandbox loops on this machine: {0}. {1} Install bubblewrap (Linux), Docker or Podman, or set forge.sandbox.required to refuse unconfined loops.', availability.reason ?? vscode.l10n.t('no sandbox driver is available'), unconfined),
       disabled: true,
       warning: true,
@@ -39,10 +59,22 @@ export function sandboxItemView(enabled: boolean, availability: SandboxAvailabil
   }
   const driver = availability?.driver ? ` (${availability.driver})` : '';
   return {
-    text: vscode.l10n.t('$(vm) Sandbox: on{0}', driver),
+    text: vscode.l10n.t('$(vm) New loops: sandboxed{0}', driver),
     tooltip: vscode.l10n.t('New Forge loops run their agents\' commands in a sandbox{0}: only the worktree is writable, no secret of Forge or opencode is reachable.{1} Click to turn it off.', driver, availability ? '' : vscode.l10n.t(' (The sandbox driver is checked on first use.)')),
     disabled: false,
     warning: false,
+  };
+}
+
+/** The running-loops item: how many run, and how many wait for the user (issue 29 item 7). */
+export function loopsItemView(running: number, waiting: readonly string[]): { text: string; tooltip: string; visible: boolean } {
+  const parts: string[] = [];
+  if (running > 0) parts.push(running === 1 ? vscode.l10n.t('$(sync~spin) Forge: 1 loop running') : vscode.l10n.t('$(sync~spin) Forge: {0} loops running', running));
+  if (waiting.length > 0) parts.push(running > 0 ? vscode.l10n.t('$(bell-dot) {0} waiting', waiting.length) : vscode.l10n.t('$(bell-dot) Forge: {0} waiting', waiting.length));
+  return {
+    text: parts.join(' · '),
+    tooltip: waiting.length > 0 ? vscode.l10n.t('Loops waiting for you: {0}. Show the Loop Explorer', waiting.join(', ')) : vscode.l10n.t('Show the Loop Explorer'),
+    visible: parts.length > 0,
   };
 }
 
@@ -57,6 +89,7 @@ export class ForgeStatusBar implements vscode.Disposable {
   private readonly sandboxItem = vscode.window.createStatusBarItem('forge.sandbox', vscode.StatusBarAlignment.Right, 100);
   private readonly runningItem = vscode.window.createStatusBarItem('forge.running', vscode.StatusBarAlignment.Left, 50);
   private availability: SandboxAvailability | null = null;
+  private runningVisible = false;
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(
@@ -95,16 +128,19 @@ export class ForgeStatusBar implements vscode.Disposable {
   }
 
   render(): void {
-    const view = sandboxItemView(this.sandboxEnabled(), this.availability);
+    const live = this.model.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting');
+    const view = sandboxItemView(this.sandboxEnabled(), this.availability, live.filter((s) => !confinementOf(s.loop).sandboxed).map((s) => s.loop.name));
     this.sandboxItem.text = view.text;
     this.sandboxItem.tooltip = view.tooltip;
     this.sandboxItem.color = undefined;
     this.sandboxItem.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
 
-    const running = this.model.summaries().filter((s) => s.loop.status === 'running' || s.loop.status === 'starting').length;
-    this.runningItem.text = running === 1 ? vscode.l10n.t('$(sync~spin) Forge: 1 loop running') : vscode.l10n.t('$(sync~spin) Forge: {0} loops running', running);
-    this.runningItem.tooltip = vscode.l10n.t('Show the Loop Explorer');
-    if (running > 0) this.runningItem.show();
+    const waiting = this.model.summaries().filter((s) => nextStepsOfSummary(s).waiting).map((s) => s.loop.name);
+    const loops = loopsItemView(live.length, waiting);
+    this.runningItem.text = loops.text;
+    this.runningItem.tooltip = loops.tooltip;
+    this.runningVisible = loops.visible;
+    if (loops.visible) this.runningItem.show();
     else this.runningItem.hide();
   }
 
@@ -119,7 +155,7 @@ export class ForgeStatusBar implements vscode.Disposable {
       },
       running: {
         text: this.runningItem.text,
-        visible: this.model.summaries().some((s) => s.loop.status === 'running' || s.loop.status === 'starting'),
+        visible: this.runningVisible,
         command: typeof this.runningItem.command === 'string' ? this.runningItem.command : this.runningItem.command?.command,
       },
     };

@@ -35,6 +35,7 @@ export function createRecordingToolBackend(): RecordingToolBackend {
     reviewWrite: record('reviewWrite'),
     reviewRead: record('reviewRead'),
     reviewDelete: record('reviewDelete'),
+    reviewReply: record('reviewReply'),
     planRead: record('planRead'),
     planWrite: record('planWrite'),
     planEdit: record('planEdit'),

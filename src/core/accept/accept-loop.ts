@@ -27,6 +27,7 @@ export type AcceptOutcome =
 
 /** Why `loop` cannot be accepted now, or null. */
 export function acceptRefusal(loop: Pick<LoopRow, 'name' | 'status' | 'branch' | 'repoDir'>): string | null {
+  if (loop.status === 'awaiting_review') return `Loop "${loop.name}" awaits your review: resolve or dismiss its open comments (forge review ${loop.name}), or send them back (--send), before accepting it.`;
   if (loop.status === 'running') return `Loop "${loop.name}" is still running; only a loop that is not running can be accepted. Wait for it to end, or cancel it (forge cancel ${loop.name}).`;
   if (!loop.branch || !loop.repoDir) return `Loop "${loop.name}" has no branch to accept.`;
   return null;

@@ -3,6 +3,7 @@
  * check becomes, and the `path:line` its output names.
  */
 import { posix } from 'node:path';
+import { missingCommandMessage, type ToolchainPlace } from './missing-command';
 import type { CheckFinding, CheckResult, CheckScope, CheckSpec, CheckSummary, FileLocation } from './types';
 
 export function summariseCheckResults(results: readonly CheckResult[]): CheckSummary {
@@ -35,6 +36,8 @@ export interface CheckFindingOptions {
   ranOn?: string;
   /** How much of the output tail the finding carries; default 8 KiB (its end). */
   maxOutputBytes?: number;
+  /** Where the loop's commands find their programs: a missing command's finding names it. */
+  toolchain?: ToolchainPlace;
 }
 
 const DEFAULT_FINDING_OUTPUT_BYTES = 8 * 1024;
@@ -51,6 +54,8 @@ export function checkFinding(spec: CheckSpec, result: CheckResult, options: Chec
   }
   const lines: string[] = [`Check failed: ${spec.label}`, `Written in ${spec.origin}; Forge ran it ${options.ranOn ?? 'in the worktree'} and ${resultPhrase(result)}.`];
   if (spec.kind === 'command') {
+    const missing = options.toolchain ? missingCommandMessage(result.exitCode, result.outputTail, options.toolchain) : null;
+    if (missing) lines.push('', missing);
     lines.push('', 'Command:', fence(spec.command, 'sh'));
     if (result.outputBytes === 0) lines.push('', 'It printed nothing.');
     else {

@@ -105,7 +105,7 @@ const settingSpecs = {
   'forge.sandbox.image': {
     schema: z.string().check(z.minLength(1)),
     default: 'forge-sandbox:latest',
-    description: 'Container image for the docker and podman drivers (built by "Forge: Build Sandbox Image").',
+    description: 'Container image for the docker and podman drivers (built by "Forge: Build Sandbox Image"), when the repository has no Dev Container configuration (.devcontainer/devcontainer.json), whose image a loop then uses.',
   },
   'forge.sandbox.network': {
     schema: z.boolean(),

@@ -62,6 +62,7 @@ const restartOptions = z.strictObject({
   auditorModel: z.optional(z.string()),
   variant: z.optional(z.string()),
   budget,
+  review: z.optional(z.enum(['send', 'final'])),
 });
 
 /** Fields every request carries: the engine's secret, who asks, and what the asker runs with. */

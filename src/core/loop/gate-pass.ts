@@ -7,6 +7,8 @@
 import { readSetupState } from './loop-setup';
 import { isPreparedEntry } from '../workspace/worktree-setup/worktree-setup';
 import { allowsVerificationChanges, detectVerificationChanges, type CheckExecutor, type VerificationChange } from '../checks';
+import { toolchainPlaceOf } from '../checks/missing-command';
+import { LOOP_SANDBOX_STATE_KEY } from '../sandbox/types';
 import type { DeliveredWork } from '../workspace/delivered-work';
 import { recordGateFinding, recordVerificationChanges, runGate } from './loop-gate';
 import { recordAgentGitChanges } from './agent-git-findings';
@@ -128,6 +130,7 @@ export class GatePass {
                   ? `on the committed work (a clean checkout of tree ${tree}; ${delivered.why})`
                   : `on the committed work (the worktree, which holds nothing else; tree ${tree})`,
             extras,
+            toolchain: toolchainPlaceOf(loop.sandbox, loop.state[LOOP_SANDBOX_STATE_KEY]),
             exec: run.exec,
             signal: abort.signal,
             onRun: (r) => deps.emit({ type: 'loop.check', loop: ref, run: r }),

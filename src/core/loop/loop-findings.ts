@@ -5,7 +5,7 @@
  */
 import type { Role, LoopState } from './state';
 import type { SupervisorContext } from './supervisor-deps';
-import type { LoopEvent } from './transitions';
+import type { LoopEvent, UserReviewCounts } from './transitions';
 
 export class LoopFindings {
   /** Last seen status of each finding, to report changes as they happen. */
@@ -33,11 +33,19 @@ export class LoopFindings {
   /**
    * The transition table's event for a handoff of `role`, with the findings open now. A check's
    * finding does not count here: only its check can close it, and the gate that follows a
-   * clean audit runs that check again.
+   * clean audit runs that check again. Nor does the user's: only the user closes it, and the
+   * completion gate (userReviewGate) holds the loop for it.
    */
+  /** The user's open review findings, and how many of them the coder has not answered. */
+  userReviewCounts(): UserReviewCounts {
+    const { ref, deps } = this.ctx;
+    const open = deps.repos.reviewFindings.listOpen(ref.projectId, ref.name).filter((f) => f.source === 'user');
+    return { open: open.length, unanswered: open.filter((f) => !f.reply).length };
+  }
+
   handoffEvent(role: Role, state: LoopState): LoopEvent {
     const { ref, deps } = this.ctx;
-    const open = deps.repos.reviewFindings.listOpen(ref.projectId, ref.name).filter((f) => f.source !== 'check');
+    const open = deps.repos.reviewFindings.listOpen(ref.projectId, ref.name).filter((f) => f.source !== 'check' && f.source !== 'user');
     const bugs = open.filter((f) => f.severity === 'bug');
     const openBugsInSection = state.sectionIndex === null ? 0 : bugs.filter((f) => f.sectionIndex === state.sectionIndex).length;
     const event: LoopEvent = { type: 'handoff', role, openBugsInSection, openBugs: bugs.length, openFindings: open.length };

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ToolchainPlace } from '../checks/missing-command';
 import { checkFinding, checkFindingFingerprint, DEFAULT_CHECK_TIMEOUT_MS, runCheck, summariseCheckResults, type CheckExecutor, type CheckResult, type CheckSpec } from '../checks';
 import { createForgeRepositories, type CheckRunRow, type ForgeRepositories } from '../storage/repositories';
 import type { SqlExecutor } from '../storage/sql-executor';
@@ -23,6 +24,8 @@ export interface GateRunDeps {
   exec: CheckExecutor;
   /** Where the checks run, for findings (`in the worktree`, `on the committed work (…)`); default the worktree. */
   ranOn?: string;
+  /** Where the loop's commands find their programs (a missing command's finding names it). */
+  toolchain?: ToolchainPlace;
   /** Aborted when the loop is cancelled: the running check stops, its result is `cancelled`. */
   signal?: AbortSignal;
   /** Each run, once it is in the check log. */
@@ -60,7 +63,7 @@ export async function runGate(deps: GateRunDeps, request: Extract<Transition, { 
       ...(deps.signal ? { signal: deps.signal } : {}),
     });
     results.push(result);
-    const finding = checkFinding(spec, result, { worktreeDir, isWorktreeFile, ...(deps.ranOn ? { ranOn: deps.ranOn } : {}) });
+    const finding = checkFinding(spec, result, { worktreeDir, isWorktreeFile, ...(deps.ranOn ? { ranOn: deps.ranOn } : {}), ...(deps.toolchain ? { toolchain: deps.toolchain } : {}) });
     // The run and what it means for its finding commit together.
     const run = deps.db.transaction((tx) => {
       const repos: ForgeRepositories = createForgeRepositories(tx);

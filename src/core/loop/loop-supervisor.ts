@@ -19,7 +19,7 @@ import type { ForgeRepositories, LoopRow } from '../storage/repositories';
 import { buildContinueNudge, buildHandoffReminder, buildPhasePrompt, buildUserMessage } from './prompts';
 import { LoopRuntimeError, type LoopRef, type LoopRuntimeEvent, type UserMessageDelivery } from './runtime-types';
 import { terminationReasonToString, terminationStatusFor, type LoopLimits, type LoopState, type TerminationReason } from './state';
-import { nextTransition, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
+import { nextTransition, userReviewGate, type LoopEvent, type Transition, type TransitionEffect } from './transitions';
 import { readExtras } from './loop-extras';
 import { commitAndMerge, loopAbout, removeWorktreeIfAsked } from './loop-teardown';
 import { promptContextFor } from './prompt-context';
@@ -407,7 +407,9 @@ export class LoopSupervisor {
   }
 
   /** Applies one transition: persist state + log row atomically, then its effects. Caller holds the lock. */
-  private async applyTransition(t: Transition): Promise<void> {
+  private async applyTransition(proposed: Transition): Promise<void> {
+    // The user's open review findings hold a completing loop (a coding pass, or awaiting_review).
+    const t = proposed.kind === 'terminate' || proposed.kind === 'advance' ? userReviewGate(proposed, this.state(), this.findings.userReviewCounts(), this.limits()) : proposed;
     if (t.kind === 'run_checks') {
       await this.applyTransition(await this.gate.pass(t));
       return;
@@ -517,8 +519,9 @@ export class LoopSupervisor {
             mergeText = text;
           }),
     );
-    // A failed setup keeps its worktree for inspection (and the restart that runs it again).
-    if (!paused && status !== 'setup_failed') await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
+    // A failed setup keeps its worktree for inspection (and the restart that runs it again);
+    // awaiting the user's review: its work is committed, its worktree stays for the next pass.
+    if (!paused && status !== 'setup_failed' && status !== 'awaiting_review') await removeWorktreeIfAsked(this.teardownDeps(), loopBefore);
     const ended = {
       type: 'loop.ended' as const,
       loop: this.ref,

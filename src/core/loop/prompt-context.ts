@@ -37,6 +37,8 @@ export function promptContextFor(repos: ForgeRepositories, loop: LoopRow, state:
       occurrences: f.recurrenceCount,
       sectionIndex: f.sectionIndex,
       source: f.source,
+      lineEnd: f.lineEnd,
+      reply: f.reply,
     })),
     lastCoderHandoff,
     postAction: extras.postAction,

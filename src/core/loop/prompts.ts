@@ -13,6 +13,7 @@ export const AGENT_TOOL = {
   reviewWrite: 'forge_review_write',
   reviewRead: 'forge_review_read',
   reviewDelete: 'forge_review_delete',
+  reviewReply: 'forge_review_reply',
   sectionRead: 'forge_section_read',
   planRead: 'forge_plan_read',
   planAdjust: 'forge_plan_adjust',
@@ -31,8 +32,15 @@ export interface PromptFinding {
   /** How many times the auditor has raised this finding (1 = first time). */
   occurrences: number;
   sectionIndex: number | null;
-  /** 'check': a verification check Forge ran failed (only its passing closes it); default the auditor. */
-  source?: 'auditor' | 'check';
+  /**
+   * 'check': a verification check Forge ran failed (only its passing closes it); 'user': the
+   * user's review comment (only the user closes it); default the auditor.
+   */
+  source?: 'auditor' | 'check' | 'user';
+  /** A user's finding: the last line of its range (null: one line). */
+  lineEnd?: number | null;
+  /** A user's finding: the coder's answer so far (review_reply). */
+  reply?: string | null;
 }
 
 export interface PromptSection {
@@ -82,7 +90,37 @@ function findingBlock(f: PromptFinding): string {
   return lines.join('\n');
 }
 
-function findingsSection(findings: PromptFinding[], heading: string): string {
+/** Where a user's comment points: FILE:LINE or FILE:LINE-END. */
+function userWhere(f: PromptFinding): string {
+  if (!f.line) return f.file;
+  return f.lineEnd && f.lineEnd > f.line ? `${f.file}:${f.line}-${f.lineEnd}` : `${f.file}:${f.line}`;
+}
+
+/**
+ * The user's review in a coder's prompt (issue 29): every open comment of the user in full,
+ * verbatim, and how to answer it. Empty when there is none. Pure.
+ */
+export function userReviewSection(findings: readonly PromptFinding[]): string {
+  const mine = findings.filter((f) => f.source === 'user');
+  if (mine.length === 0) return '';
+  const blocks = mine.map((f) => {
+    const lines = [`### User comment #${f.id} — ${f.severity.toUpperCase()} — ${userWhere(f)}`, '', f.description];
+    if (f.reply) lines.push('', `Your earlier answer: ${f.reply}`);
+    return lines.join('\n');
+  });
+  return [
+    `## The user's review (${mine.length} open comment${mine.length === 1 ? '' : 's'})`,
+    '',
+    'The user reviewed the diff of this loop and wrote these comments. They come first: address every one.',
+    '',
+    ...blocks.join('\n\n').split('\n'),
+    '',
+    `For each comment, fix it in the code, then call \`${AGENT_TOOL.reviewReply}\` with its \`id\` and a \`reply\` saying what you changed (or, if you believe no change is right, why). Only the user resolves these comments; you cannot close or delete them.`,
+  ].join('\n');
+}
+
+function findingsSection(all: PromptFinding[], heading: string): string {
+  const findings = all.filter((f) => f.source !== 'user');
   if (findings.length === 0) return '';
   return [`## ${heading} (${findings.length})`, '', ...findings.map(findingBlock).join('\n\n').split('\n')].join('\n');
 }
@@ -147,7 +185,9 @@ export function buildCodingPrompt(ctx: PromptContext): string {
   } else {
     parts.push('## Your task now', '', 'Implement the plan above.', '');
   }
-  if (findings.length > 0) {
+  const review = userReviewSection(findings);
+  if (review) parts.push(review, '');
+  if (findings.some((f) => f.source !== 'user')) {
     parts.push(
       findingsSection(findings, 'Open review findings you must fix'),
       '',
@@ -167,6 +207,8 @@ export function buildFinalAuditFixPrompt(ctx: PromptContext): string {
     '',
     planContext(ctx),
     '',
+    userReviewSection(ctx.openFindings),
+    '',
     findingsSection(ctx.openFindings, 'Open review findings from the final audit'),
     '',
     'Fix every open bug above without breaking the completed sections.',
@@ -182,7 +224,7 @@ function auditorInstructions(scope: string): string {
     '',
     `- Review the changes with \`git diff\` against the loop's base (for example \`git diff <base>\` in the worktree) and read the code. Scope: ${scope}.`,
     `- For every real defect call \`${AGENT_TOOL.reviewWrite}\` with \`file\` (relative to the worktree), \`line\`, \`severity\` (\`bug\` blocks acceptance, \`warning\` does not), \`description\` (what is wrong and why) and \`scenario\` (how it shows).`,
-    `- Call \`${AGENT_TOOL.reviewRead}\` to see the open findings; for each one that is now fixed call \`${AGENT_TOOL.reviewDelete}\` with its id. Do not delete a finding that is not fixed. Findings from a failed verification check are not yours to close: Forge runs the check again after a clean audit and closes them when it passes.`,
+    `- Call \`${AGENT_TOOL.reviewRead}\` to see the open findings; for each one that is now fixed call \`${AGENT_TOOL.reviewDelete}\` with its id. Do not delete a finding that is not fixed. Findings from a failed verification check are not yours to close: Forge runs the check again after a clean audit and closes them when it passes. Nor are the user's review comments: only the user closes them.`,
     '- Do not edit files: you review, the coder fixes.',
     `- Finish by calling \`${AGENT_TOOL.handoff}\` exactly once with \`summary\` (what was done), \`done\` (true when nothing in scope is left), \`deviations\` (where the work departs from the plan) and \`followUps\`.`,
   ].join('\n');

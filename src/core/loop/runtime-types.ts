@@ -67,6 +67,12 @@ export interface RestartLoopOptions {
    * agent can close it; the caller resolves it (by its fingerprint) once the matter is settled.
    */
   reopen?: { file: string; description: string; fingerprint: string };
+  /**
+   * The user's review (issue 29): `send` — another coding pass whose prompt carries the user's
+   * open comments (any stopped loop, completed too); `final` — a loop awaiting review whose
+   * comments are all resolved or dismissed runs its final gate once more and completes.
+   */
+  review?: 'send' | 'final';
 }
 
 export interface LoopRef {

@@ -54,15 +54,14 @@ import {
   type LoopRuntimeEvent,
   type LoopRuntimeListener,
   type LoopTimingMark,
-  type RestartLoopOptions,
   type StartLoopRequest,
 } from './runtime-types';
-import { initialState, roleOfPhase, terminationStatusFor } from './state';
-import { budgetAllowsContinuing, budgetProblem, budgetUses, describeBudget, formatMoney, formatTokens, hasBudget, spendFromTotals, type LoopBudget } from './budget';
+import { initialState, terminationStatusFor } from './state';
+import { budgetProblem, describeBudget, hasBudget, type LoopBudget } from './budget';
 import { goalChecks, loopGate, planChecks } from './loop-checks';
 import { hostCheckExecutor, type CheckExecutor } from '../checks';
 import type { ScratchCheckRun } from './supervisor-deps';
-import { iterationCap, reopenState, restartState } from './transitions';
+import { createLoopRestart } from './runtime-restart';
 import { namedLoopModels, type NamedModel } from '../opencode/model-check';
 import { LoopJobRegistry } from '../jobs/job-registry';
 import type { LiveFeedSink } from '../live/live-feed';
@@ -101,6 +100,8 @@ export interface PreparedAgentShell {
   ripgrepPath?: string;
   /** Freezes the loop's sandbox while a file tool runs on the host (file-guard-server.ts); null: it cannot be frozen. */
   freeze?: () => Promise<(() => Promise<void>) | null>;
+  /** What a new loop's start says about its sandbox (e.g. a Dev Container configuration bwrap does not use). */
+  notices?: string[];
 }
 
 export interface LoopRuntimeDeps {
@@ -429,7 +430,8 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       // started event yet); failure rolls the start back: worktree, then the loop's row.
       const loop = repos.loops.get(ref.projectId, ref.name)!;
       try {
-        await deps.sandbox.prepare(loop, readExtras(loop), false);
+        const prepared = await deps.sandbox.prepare(loop, readExtras(loop), false);
+        if (prepared.notices) notices.push(...prepared.notices);
       } catch (error) {
         await deps.worktrees
           .removeWorktree(loop.worktreeDir!)
@@ -455,7 +457,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     const loop = repos.loops.get(ref.projectId, ref.name);
     if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
     // A paused loop (budget) can be ended too: it is recorded as cancelled, its work kept.
-    if (loop.status !== 'running' && loop.status !== 'starting' && loop.status !== 'paused') {
+    if (loop.status !== 'running' && loop.status !== 'starting' && loop.status !== 'paused' && loop.status !== 'awaiting_review') {
       throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}).`);
     }
     const sup = supervisors.get(key(ref));
@@ -463,7 +465,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
       await sup.stop('cancel');
       return;
     }
-    if (loop.status !== 'paused' && supervisorOf(loop).state === 'alive') {
+    if (loop.status !== 'paused' && loop.status !== 'awaiting_review' && supervisorOf(loop).state === 'alive') {
       // Another process drives it: ask that supervisor to cancel at its next lease tick.
       repos.loops.mergeState(ref.projectId, ref.name, { cancelRequested: true });
       return;
@@ -501,110 +503,7 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
     }
   }
 
-  async function restart(ref: LoopRef, options: RestartLoopOptions = {}): Promise<void> {
-    const loop = repos.loops.get(ref.projectId, ref.name);
-    if (!loop) throw new LoopRuntimeError('not_found', `No loop named "${ref.name}".`);
-    for (const [what, m] of [['model', options.model], ['auditor model', options.auditorModel]] as const) {
-      if (m !== undefined && !MODEL_REF.test(m)) throw new LoopRuntimeError('bad_request', `The ${what} must be "provider/model" (for example anthropic/claude-sonnet-4-5), not "${m}".`);
-    }
-    // Models named for the restart are checked against opencode's catalog before anything changes.
-    const named = [
-      ...(options.model ? [{ role: 'coding model (--model)', model: options.model }] : []),
-      ...(options.auditorModel ? [{ role: 'audit model (--auditor-model)', model: options.auditorModel }] : []),
-    ];
-    const modelProblem = named.length > 0 && deps.checkModels ? await deps.checkModels(loop.repoDir ?? '', named) : null;
-    if (modelProblem) throw new LoopRuntimeError('bad_request', modelProblem);
-    if (options.budget) {
-      const problem = budgetProblem(options.budget);
-      if (problem) throw new LoopRuntimeError('bad_request', problem);
-    }
-    if (options.reopen && loop.status !== 'completed') {
-      throw new LoopRuntimeError('bad_request', `Loop "${ref.name}" is ${loop.status}; only a completed loop can be reopened with a finding.`);
-    }
-    if (loop.status === 'completed' && !options.reopen) {
-      throw new LoopRuntimeError('completed', `Loop "${ref.name}" completed; completed loops are history. Start a new loop to continue the work.`);
-    }
-    const running = loop.status === 'running' || loop.status === 'starting';
-    if (running && !options.force) {
-      const sup = supervisorOf(loop);
-      const who = sup.state === 'alive' ? `process ${sup.pid} supervises it` : sup.state === 'dead' ? `its supervising process ${sup.pid} is gone` : 'its supervising process seems gone';
-      throw new LoopRuntimeError('running', `Loop "${ref.name}" is still marked running (${who}). Restart it with force to take it over.`);
-    }
-    const before = readExtras(loop);
-    const budget: LoopBudget | undefined = options.budget ? { ...(before.budget ?? { money: null, tokens: null, auditorShare: null }), ...options.budget } : before.budget;
-    if (loop.status === 'paused') {
-      // Paused on its budget: continuing needs room for the session it stopped before.
-      const spend = spendFromTotals(repos.sessionUsage.totalsByRole(ref.projectId, ref.name));
-      const nextRole = roleOfPhase(before.loopState.phase);
-      if (!budgetAllowsContinuing(budget, spend, nextRole)) {
-        const spent = hasBudget(before.budget) ? budgetUses(before.budget, spend).filter((u) => u.fraction >= 1 - 1e-9).map((u) => `${u.what}: ${u.what.endsWith('money') ? `${formatMoney(u.used)} of ${formatMoney(u.limit)}` : `${formatTokens(u.used)} of ${formatTokens(u.limit)}`}`).join('; ') : '';
-        throw new LoopRuntimeError(
-          'bad_request',
-          `Loop "${ref.name}" is paused because its budget (${describeBudget(before.budget)}) is spent${spent ? ` (${spent})` : ''}. ${options.budget ? `The new budget (${describeBudget(budget)}) leaves no room for the next session either. ` : ''}Restart it with a higher budget, for example --budget or --budget-tokens above what it spent (forge status ${ref.name} shows the spend).`,
-        );
-      }
-    }
-    const mine = supervisors.get(key(ref));
-    if (mine) await mine.relinquish();
-    const extras = readExtras(loop);
-    // A forced takeover: the previous supervisor's opencode must not keep working in the worktree.
-    stopOrphanedOpencode(ref, extras);
-    try {
-      await deps.worktrees.ensureWorktree({ worktreeDir: loop.worktreeDir!, branch: loop.branch!, repoDir: loop.repoDir! });
-    } catch (error) {
-      if (isWorkspaceError(error)) throw new LoopRuntimeError('workspace', `Loop "${ref.name}" cannot restart: ${error.message}`);
-      throw error;
-    }
-    const reopen = loop.status === 'completed' ? options.reopen : undefined;
-    const state = reopen ? reopenState(extras.loopState) : restartState(extras.loopState);
-    // Other models from now on; the variant belongs to the coding model, so a new model drops the old one's.
-    const model = options.model ?? loop.model;
-    const auditorModel = options.auditorModel ?? loop.auditorModel;
-    const { variant: oldVariant, ...extrasWithoutVariant } = extras;
-    const variant = options.variant !== undefined ? options.variant.trim() || undefined : options.model !== undefined && options.model !== loop.model ? undefined : oldVariant;
-    const changes: string[] = [];
-    if (model !== loop.model) changes.push(`coding model ${loop.model ?? 'default'} → ${model}`);
-    if (auditorModel !== loop.auditorModel) changes.push(`audit model ${loop.auditorModel ?? 'same as coding'} → ${auditorModel}`);
-    if (variant !== oldVariant) changes.push(`variant ${oldVariant ?? 'default'} → ${variant ?? 'default'}`);
-    if (options.budget) changes.push(`budget ${describeBudget(extras.budget)} → ${describeBudget(budget)}`);
-    deps.db.transaction((tx) => {
-      const r = createForgeRepositories(tx);
-      r.attempts.abandonRunning(ref.projectId, ref.name);
-      // Force: take the lease whoever holds it (the user asked for it).
-      r.loops.update(ref.projectId, ref.name, {
-        status: 'running',
-        terminationReason: null,
-        endedAt: null,
-        supervisorId,
-        leaseExpiresAt: Date.now() + leaseTtlMs,
-        iteration: state.iteration,
-        maxIterations: iterationCap(state, extras.limits),
-        errorCount: 0,
-        consecutiveStalls: 0,
-        currentSessionId: null,
-        model,
-        auditorModel,
-        state: {
-          ...extrasWithoutVariant,
-          ...(variant ? { variant } : {}),
-          ...(budget ? { budget } : {}),
-          // A new budget gets its own 80 % warning.
-          budgetWarned: options.budget ? false : extras.budgetWarned ?? false,
-          loopState: state,
-          opencodePid: null,
-          cancelRequested: false,
-        },
-      });
-      if (reopen) {
-        r.reviewFindings.record(ref.projectId, { loopName: ref.name, file: reopen.file, line: 0, severity: 'bug', description: reopen.description, sectionIndex: null, fingerprint: reopen.fingerprint, source: 'check' });
-      }
-      r.transitions.append(ref.projectId, { loopName: ref.name, event: reopen ? 'reopen' : options.force ? 'force_restart' : 'restart', fromPhase: extras.loopState.phase, toPhase: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
-    });
-    const sup = supervise(ref);
-    if (changes.length > 0) emit({ type: 'loop.notice', loop: ref, level: 'info', message: `restarted with ${changes.join(', ')}` });
-    emit({ type: 'loop.phase', loop: ref, event: 'restart', from: extras.loopState.phase, to: state.phase, iteration: state.iteration, sectionIndex: state.sectionIndex });
-    void sup.begin('restart');
-  }
+  const restart = createLoopRestart({ deps, repos, supervisorId, leaseTtlMs, emit, supervise, stopOrphanedOpencode, supervising: (ref) => supervisors.get(key(ref)) });
 
   async function tell(ref: LoopRef, text: string): Promise<{ delivery: UserMessageDelivery; sessionId: string | null }> {
     const loop = repos.loops.get(ref.projectId, ref.name);
@@ -651,7 +550,6 @@ export function createLoopRuntime(deps: LoopRuntimeDeps): LoopRuntime {
 
 export type { MergeMode };
 
-const MODEL_REF = /^[^/\s]+\/\S+$/;
 
 /** Said at the start of a loop with no check of Forge's own (issue 28): what it completes on. */
 export const NO_CHECK_NOTICE =

@@ -29,7 +29,9 @@ export type TerminationReason =
   /** The loop's budget (money or tokens, or a role's share of it) was spent: paused, not ended. */
   | { kind: 'budget_reached' }
   /** The worktree's setup failed (issue 27): which command, and its output's tail. */
-  | { kind: 'setup_failed'; message: string };
+  | { kind: 'setup_failed'; message: string }
+  /** A clean final gate with the user's review findings all answered but open: the user decides. */
+  | { kind: 'awaiting_review' };
 
 export type TerminationKind = TerminationReason['kind'];
 
@@ -50,6 +52,7 @@ export const TERMINATION_KINDS: readonly TerminationKind[] = [
   'model_stream_malformed',
   'budget_reached',
   'setup_failed',
+  'awaiting_review',
 ];
 
 export function terminationStatusFor(reason: TerminationReason): Exclude<LoopStatus, 'running'> {
@@ -66,6 +69,8 @@ export function terminationStatusFor(reason: TerminationReason): Exclude<LoopSta
       return 'paused';
     case 'setup_failed':
       return 'setup_failed';
+    case 'awaiting_review':
+      return 'awaiting_review';
     default:
       return 'errored';
   }

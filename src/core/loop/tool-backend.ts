@@ -12,6 +12,7 @@ import {
   type PlanAdjustArgs,
   type ReviewDeleteArgs,
   type ReviewReadArgs,
+  type ReviewReplyArgs,
   type ReviewWriteArgs,
 } from '../opencode/forge-tools';
 import { formatIssues } from '../opencode/forge-tool-server';
@@ -195,8 +196,25 @@ export function createLoopToolBackend(options: LoopToolBackendOptions): ForgeToo
           `Finding #${finding.id} comes from a verification check Forge ran, not from an audit: no agent can resolve or delete it. Forge resolves it itself when the check passes; fix what the check reports.`,
         );
       }
+      if (finding.source === 'user') {
+        throw new ForgeToolError(
+          `Finding #${finding.id} is the user's review comment: no agent can resolve or delete it, only the user. The coder answers it with review_reply.`,
+        );
+      }
       repos.reviewFindings.setStatus(projectId, finding.id, 'resolved');
       return `Resolved finding #${finding.id} (${where(finding)}).`;
+    },
+
+    async reviewReply(caller, args: ReviewReplyArgs) {
+      const loop = loopOf(caller);
+      if (roleOf(caller) !== 'code') throw new ForgeToolError('Only the coder answers the user\'s review comments.');
+      const finding = repos.reviewFindings.get(projectId, args.id);
+      if (!finding || finding.loopName !== loop.name || finding.source !== 'user') {
+        throw new ForgeToolError(`This loop has no review comment of the user numbered #${args.id}; your prompt lists them ("User comment #N").`);
+      }
+      if (finding.status !== 'open') return `The user's comment #${finding.id} is already ${finding.status}; nothing to answer.`;
+      repos.reviewFindings.setReply(projectId, finding.id, args.reply.trim());
+      return `Your answer to the user's comment #${finding.id} is recorded. The comment stays open until the user resolves it.`;
     },
 
     async planRead(caller, args) {
@@ -334,8 +352,10 @@ function where(f: Pick<ReviewFindingRow, 'file' | 'line'>): string {
 }
 
 function describeFinding(f: ReviewFindingRow): string {
-  const lines = [`#${f.id} [${f.severity}] ${where(f)}${f.recurrenceCount > 1 ? ` (reported ${f.recurrenceCount} times)` : ''}`, `  ${f.description}`];
+  const from = f.source === 'user' ? " (the user's review comment; only the user closes it)" : f.source === 'check' ? ' (failed check)' : '';
+  const lines = [`#${f.id} [${f.severity}] ${where(f)}${from}${f.recurrenceCount > 1 ? ` (reported ${f.recurrenceCount} times)` : ''}`, `  ${f.description}`];
   if (f.scenario) lines.push(`  Scenario: ${f.scenario}`);
+  if (f.reply) lines.push(`  Coder's answer: ${f.reply}`);
   return lines.join('\n');
 }
 

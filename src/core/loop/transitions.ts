@@ -300,6 +300,31 @@ function onMissedHandoff(state: LoopState, limits: LoopLimits): Transition {
   return terminate({ ...state, missedHandoffs, modelErrors } as LoopState, 'no_handoff', reason);
 }
 
+/** The user's review findings of a loop (source 'user') as the completion gate counts them. */
+export interface UserReviewCounts {
+  /** Open (neither resolved nor dismissed by the user). */
+  open: number;
+  /** Open and not answered by the coder (review_reply) yet. */
+  unanswered: number;
+}
+
+/**
+ * The user's review gates completion (issue 29): a loop never completes while a finding of the
+ * user is open. A completion with one the coder has not answered goes back to a coding pass; with
+ * every open one answered, the loop waits for the user (`awaiting_review`). Every other
+ * transition passes unchanged. Pure.
+ */
+export function userReviewGate(t: Transition, state: LoopState, user: UserReviewCounts, limits: LoopLimits): Transition {
+  const completes = (t.kind === 'terminate' && t.reason.kind === 'completed') || (t.kind === 'advance' && t.to.phase === 'post_action' && state.phase !== 'post_action');
+  if (!completes || user.open === 0) return t;
+  const effects = t.kind === 'terminate' || t.kind === 'advance' ? t.effects : [];
+  if (user.unanswered > 0) {
+    const phase = state.kind === 'goal' ? 'coding' : 'final_audit_fix';
+    return enterCoding(state, phase, state.kind === 'goal' ? null : state.sectionIndex, 'user_review_open', limits, effects, `${user.unanswered} finding${user.unanswered === 1 ? '' : 's'} of the user's review unanswered`);
+  }
+  return terminate(state, 'user_review_answered', { kind: 'awaiting_review' }, effects);
+}
+
 /**
  * Restart keeps identity, plan, section progress, findings and the iteration count (it never
  * goes back: the restarted phase runs in the iteration it was in); it resets the error budgets
@@ -315,6 +340,20 @@ export function restartState(state: LoopState): LoopState {
  * then as any restart (fresh error and iteration budgets).
  */
 export function reopenState(state: LoopState): LoopState {
+  return reviewPassState(state, 'send');
+}
+
+/**
+ * The user's review moves the loop on (issue 29): `send` — another coding pass (a plan fixes as
+ * after its final audit, a goal codes), one iteration on; `final` — every finding of the user
+ * settled, the final gate once more (a plan's final audit, a goal's audit), then it completes.
+ * Then as any restart (fresh error and iteration budgets).
+ */
+export function reviewPassState(state: LoopState, pass: 'send' | 'final'): LoopState {
+  if (pass === 'final') {
+    const phase = state.kind === 'goal' ? 'auditing' : 'final_auditing';
+    return restartState({ ...state, ...fresh(state), phase } as LoopState);
+  }
   const phase = state.kind === 'goal' ? 'coding' : 'final_audit_fix';
   return restartState({ ...state, ...fresh(state), phase, iteration: state.iteration + 1, sectionIndex: state.kind === 'goal' ? null : state.sectionIndex } as LoopState);
 }

@@ -15,6 +15,7 @@ import type {
   PlanWriteArgs,
   ReviewDeleteArgs,
   ReviewReadArgs,
+  ReviewReplyArgs,
   ReviewWriteArgs,
   SectionReadArgs,
 } from './forge-tools';
@@ -43,6 +44,8 @@ export interface ForgeToolBackend {
   reviewWrite(caller: ForgeToolCaller, args: ReviewWriteArgs): Promise<string>;
   reviewRead(caller: ForgeToolCaller, args: ReviewReadArgs): Promise<string>;
   reviewDelete(caller: ForgeToolCaller, args: ReviewDeleteArgs): Promise<string>;
+  /** `forge_review_reply`: the coder's answer to a user's review comment (stored; the comment stays open). */
+  reviewReply(caller: ForgeToolCaller, args: ReviewReplyArgs): Promise<string>;
   planRead(caller: ForgeToolCaller, args: PlanReadArgs): Promise<string>;
   planWrite(caller: ForgeToolCaller, args: PlanWriteArgs): Promise<string>;
   planEdit(caller: ForgeToolCaller, args: PlanEditArgs): Promise<string>;

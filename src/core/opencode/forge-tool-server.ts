@@ -103,6 +103,7 @@ const BACKEND_METHOD: Record<ForgeToolName, keyof ForgeToolBackend> = {
   review_write: 'reviewWrite',
   review_read: 'reviewRead',
   review_delete: 'reviewDelete',
+  review_reply: 'reviewReply',
   plan_read: 'planRead',
   plan_write: 'planWrite',
   plan_edit: 'planEdit',

@@ -27,6 +27,7 @@ export const FORGE_TOOL_NAMES = [
   'review_write',
   'review_read',
   'review_delete',
+  'review_reply',
   'plan_read',
   'plan_write',
   'plan_edit',
@@ -41,7 +42,7 @@ export type ForgeToolName = (typeof FORGE_TOOL_NAMES)[number];
 
 export const TOOLS_BY_ROLE: Record<ForgeAgentRole, readonly ForgeToolName[]> = {
   auditor: ['review_write', 'review_read', 'review_delete', 'section_read', 'plan_read', 'plan_adjust', 'loop_handoff'],
-  code: ['review_read', 'plan_read', 'section_read', 'loop_handoff', 'shell', 'jobs'],
+  code: ['review_read', 'review_reply', 'plan_read', 'section_read', 'loop_handoff', 'shell', 'jobs'],
   architect: ['plan_read', 'plan_write', 'plan_edit'],
   splitter: ['features_write'],
 };
@@ -86,6 +87,11 @@ export const reviewDeleteArgs = z
   .refine((v) => v.id !== undefined || (v.file !== undefined && v.line !== undefined), {
     message: 'give either "id", or both "file" and "line" of the finding to resolve',
   });
+
+export const reviewReplyArgs = z.object({
+  id: z.number().int().positive().describe("Id of the user's review comment, as your prompt or review_read gives it."),
+  reply: nonEmpty('reply').describe('What you changed for this comment, or why you believe no change is right.'),
+});
 
 export const planReadArgs = z.object({
   offset: z.number().int().min(0).optional().describe('First line to return (0-based).'),
@@ -194,6 +200,7 @@ export type JobsArgs = z.infer<typeof jobsArgs>;
 export type ReviewWriteArgs = z.infer<typeof reviewWriteArgs>;
 export type ReviewReadArgs = z.infer<typeof reviewReadArgs>;
 export type ReviewDeleteArgs = z.infer<typeof reviewDeleteArgs>;
+export type ReviewReplyArgs = z.infer<typeof reviewReplyArgs>;
 export type PlanReadArgs = z.infer<typeof planReadArgs>;
 export type PlanWriteArgs = z.infer<typeof planWriteArgs>;
 export type PlanEditArgs = z.infer<typeof planEditArgs>;
@@ -224,6 +231,11 @@ export const FORGE_TOOLS: Record<ForgeToolName, ForgeToolDefinition> = {
     name: 'review_delete',
     description: 'Mark an audit finding as resolved (by id, or by file and line) once the code fixes it.',
     args: reviewDeleteArgs,
+  },
+  review_reply: {
+    name: 'review_reply',
+    description: "Answer one of the user's review comments: what you fixed, or why no change is right. Only the user resolves the comment.",
+    args: reviewReplyArgs,
   },
   plan_read: {
     name: 'plan_read',

@@ -150,15 +150,25 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
  * not start. Resolves once the process exited and its pipes closed.
  */
 export function runProcess(program: string, args: readonly string[], options: RunProcessOptions = {}): Promise<ProcessResult> {
+  const stdinMode = options.stdin ?? 'pipe';
+  const started = startProcess(program, args, {
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    ...(options.env ? { env: options.env } : {}),
+    stdin: stdinMode === 'ignore' && options.input === undefined ? 'ignore' : 'pipe',
+    processGroup: options.processGroup === true,
+  });
+  return collectProcess(started, options);
+}
+
+/**
+ * Runs an already started process to its end as runProcess does (time-out, cancel, output caps,
+ * stdin per `options`), from now: what the bwrap driver uses for a sandbox command whose process
+ * it started ahead of the command (`cwd`, `env` and `processGroup` were the start's business).
+ */
+export function collectProcess(started: StartedProcess, options: Omit<RunProcessOptions, 'cwd' | 'env'> = {}): Promise<ProcessResult> {
   const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const stdinMode = options.stdin ?? 'pipe';
   return new Promise((resolve, reject) => {
-    const started = startProcess(program, args, {
-      ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
-      ...(options.env ? { env: options.env } : {}),
-      stdin: stdinMode === 'ignore' && options.input === undefined ? 'ignore' : 'pipe',
-      processGroup: options.processGroup === true,
-    });
     let timer: NodeJS.Timeout | undefined;
     let forceTimer: NodeJS.Timeout | undefined;
     let timedOut = false;

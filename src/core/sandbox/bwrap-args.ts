@@ -128,6 +128,31 @@ export interface BwrapLaunchPlan {
   joinStrategy?: CgroupJoinStrategy;
   /** The sandbox's record; without it the sandbox is gone and nothing runs. */
   recordFile: string;
+  /**
+   * Where the command comes from: `environment` (default) `$FORGE_COMMAND`, run in "$FORGE_CWD";
+   * `stdin`: the sandbox is set up first and then reads the folder and the command from its
+   * standard input, each ended by a NUL byte (BWRAP_AHEAD_READER), so that a launch can be
+   * started before its command is known (BwrapRuntime's launch ahead). What follows the two
+   * words on stdin is the command's own input.
+   */
+  commandFrom?: 'environment' | 'stdin';
+}
+
+/**
+ * The sandbox's first shell when the command comes on stdin: `read` takes a pipe byte by byte,
+ * so it consumes the two words and nothing of the command's input. Its variables are not
+ * exported, so the command's shell starts with the sandbox's environment only.
+ */
+export const BWRAP_AHEAD_READER =
+  'IFS= read -r -d "" forge_cwd && IFS= read -r -d "" forge_command || exit 125; ' +
+  // eval, not `exec bash -c`: a second bash start would cost what the launch ahead saves. The
+  // evaluated text first drops the variable that holds it.
+  'cd -- "$forge_cwd" || exit 125; unset forge_cwd; eval "unset forge_command; $forge_command"';
+
+/** What a launch started with `commandFrom: 'stdin'` is sent before the command's input. */
+export function bwrapAheadRequest(cwd: string, command: string): string {
+  if (cwd.includes('\0') || command.includes('\0')) throw new Error('A sandbox command or folder cannot contain a NUL byte.');
+  return `${cwd}\0${command}\0`;
 }
 
 /**
@@ -209,6 +234,7 @@ export function renderBwrapLaunch(plan: BwrapLaunchPlan): string {
   // shell call is found (marked-processes.ts reads them from /proc/PID/cmdline) and killed through
   // bwrap's processes, and the sandbox's pid namespace dies with them.
   const markers = [JOB_MARKER_VARIABLE, WATCHDOG_MARKER_VARIABLE].map((v) => ` \${${v}:+--setenv ${v} "\$${v}"}`).join('');
-  lines.push(`exec -c ${q(plan.bwrapPath)}${markers}${syncArgs} ${argv} bash -c "$FORGE_COMMAND"`);
+  const command = plan.commandFrom === 'stdin' ? q(BWRAP_AHEAD_READER) : '"$FORGE_COMMAND"';
+  lines.push(`exec -c ${q(plan.bwrapPath)}${markers}${syncArgs} ${argv} bash -c ${command}`);
   return lines.join('\n');
 }

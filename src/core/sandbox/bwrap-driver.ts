@@ -13,7 +13,8 @@ import {
   type SandboxSpec,
   type SandboxState,
 } from './types';
-import { resolveOnPath, runCommand } from './process';
+import { resolveOnPath, runCommand, type RunResult } from './process';
+import { collectProcess, startProcess, type StartedProcess } from '../process/process-runner';
 import { SandboxCgroups, errCode, type CgroupJoinStrategy } from './cgroup';
 import { stopSandboxProcesses } from './process-freeze';
 import { describeExit } from './sandbox-env';
@@ -22,6 +23,7 @@ import {
   BWRAP_CWD_FROM_SHELL,
   readBwrapHostLayout,
   renderBwrapLaunch,
+  bwrapAheadRequest,
   type BwrapHostLayout,
   type HostPathKind,
 } from './bwrap-args';
@@ -72,6 +74,18 @@ export interface BwrapRuntimeOptions {
   hostShell?: string;
   /** How commands join the sandbox's cgroup (default: what suits this host, see cgroupJoinStrategy). */
   cgroupJoin?: CgroupJoinStrategy;
+  /**
+   * Start each sandbox's next exec launch ahead of its command (default true): see `exec`.
+   * Off, every command starts its own bwrap when it is asked for.
+   */
+  launchAhead?: boolean;
+}
+
+/** A launch started before its command: the sandbox is set up and waits on stdin for the command. */
+interface AheadLaunch {
+  /** The identity of the record it was started from (a changed record makes it stale). */
+  identity: string;
+  started: StartedProcess;
 }
 
 interface BwrapRecord extends SandboxSettings {
@@ -85,6 +99,8 @@ interface CachedRecord {
   layout: BwrapHostLayout;
   /** The launcher without extra environment, rendered on first use. */
   launch?: string;
+  /** The launcher reading its command from stdin, rendered on first use. */
+  aheadLaunch?: string;
 }
 
 export class BwrapRuntime implements SandboxRuntime {
@@ -96,6 +112,8 @@ export class BwrapRuntime implements SandboxRuntime {
   private readonly cgroupJoin: CgroupJoinStrategy | undefined;
   private readonly oomKillsSeen = new Map<string, number>();
   private readonly records = new Map<string, CachedRecord>();
+  private readonly launchAhead: boolean;
+  private readonly ahead = new Map<string, AheadLaunch>();
   private available: Promise<SandboxAvailability> | undefined;
 
   constructor(options: BwrapRuntimeOptions) {
@@ -104,6 +122,7 @@ export class BwrapRuntime implements SandboxRuntime {
     this.cgroups = options.cgroups ?? new SandboxCgroups();
     this.hostShell = options.hostShell ?? '/bin/bash';
     this.cgroupJoin = options.cgroupJoin;
+    this.launchAhead = options.launchAhead ?? true;
   }
 
   private recordPath(name: string): string {
@@ -205,6 +224,7 @@ export class BwrapRuntime implements SandboxRuntime {
     assertValidSandboxName(name);
     // Stopping ends every running command and drops the cgroup; the record stays, so
     // the sandbox is `stopped` and `start` brings it back.
+    this.endAhead(name);
     await this.cgroups.remove(name);
     this.records.delete(name);
   }
@@ -251,9 +271,10 @@ export class BwrapRuntime implements SandboxRuntime {
     return { state: 'running', cached };
   }
 
-  private launchScript(name: string, cached: CachedRecord, env?: Record<string, string>): string {
+  private launchScript(name: string, cached: CachedRecord, env?: Record<string, string>, commandFrom?: 'stdin'): string {
     const { record, layout } = cached;
     return renderBwrapLaunch({
+      ...(commandFrom ? { commandFrom } : {}),
       sandboxName: name,
       bwrapPath: resolveOnPath(this.bwrap, process.env.PATH),
       args: buildBwrapArgs(record, { cwd: BWRAP_CWD_FROM_SHELL, layout, ...(env ? { env } : {}) }),
@@ -276,14 +297,7 @@ export class BwrapRuntime implements SandboxRuntime {
       );
     }
     const { record } = usable.cached;
-    // The same launcher as the opencode shims, so both paths confine alike.
-    const launch = options.env ? this.launchScript(name, usable.cached, options.env) : (usable.cached.launch ??= this.launchScript(name, usable.cached));
-    // --norc: bash would read ~/.bashrc when its stdin is a socket (as node's pipes are).
-    const r = await runCommand(this.hostShell, ['--norc', '--noprofile', '-c', launch, 'forge-exec'], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FORGE_CWD: options.cwd ?? record.worktreeDir, FORGE_COMMAND: command },
-      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-      ...(options.stdin !== undefined ? { input: options.stdin } : {}),
-    });
+    const r = await this.runInSandbox(name, usable.cached, command, options);
     const base = { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
     if (r.timedOut) return { ...base, killed: 'timeout', note: 'The command timed out and was killed with its whole sandbox.' };
     if (r.exitCode === 137 || r.signal === 'SIGKILL') {
@@ -296,8 +310,90 @@ export class BwrapRuntime implements SandboxRuntime {
     return base;
   }
 
+  /**
+   * Runs one command. Without extra environment it goes to the launch started ahead for this
+   * sandbox when there is one from the same record: bwrap's start (namespaces, mounts, the cgroup
+   * join) was made while nothing waited, so the command pays about what a host spawn costs
+   * (bench/sandbox.mjs, "`true`, exec API"). Either way the next launch is started ahead once
+   * this command has ended. The launch is the same launcher as the shims', reading its command
+   * from stdin instead of its environment.
+   */
+  private async runInSandbox(name: string, cached: CachedRecord, command: string, options: SandboxExecOptions): Promise<RunResult> {
+    const cwd = options.cwd ?? cached.record.worktreeDir;
+    const waiting = options.env ? undefined : this.takeAhead(name, cached.identity);
+    try {
+      if (waiting) {
+        const { child } = waiting.started;
+        for (const handle of [child, child.stdin, child.stdout, child.stderr]) (handle as { ref?: () => void } | null)?.ref?.();
+        child.stdin!.write(bwrapAheadRequest(cwd, command));
+        const r = await collectProcess(waiting.started, {
+          ...(options.stdin !== undefined ? { input: options.stdin } : {}),
+          ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+        });
+        return { exitCode: r.exitCode, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
+      }
+      // The same launcher as the opencode shims, so both paths confine alike.
+      const launch = options.env ? this.launchScript(name, cached, options.env) : (cached.launch ??= this.launchScript(name, cached));
+      // --norc: bash would read ~/.bashrc when its stdin is a socket (as node's pipes are).
+      return await runCommand(this.hostShell, ['--norc', '--noprofile', '-c', launch, 'forge-exec'], {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FORGE_CWD: cwd, FORGE_COMMAND: command },
+        ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+        ...(options.stdin !== undefined ? { input: options.stdin } : {}),
+      });
+    } finally {
+      this.startAhead(name);
+    }
+  }
+
+  /** The launch started ahead for this record, if it is still waiting; a stale one is ended. */
+  private takeAhead(name: string, identity: string): AheadLaunch | undefined {
+    const waiting = this.ahead.get(name);
+    if (!waiting) return undefined;
+    this.ahead.delete(name);
+    const { child } = waiting.started;
+    if (waiting.identity === identity && child.exitCode === null && child.signalCode === null) return waiting;
+    waiting.started.kill('SIGKILL');
+    return undefined;
+  }
+
+  /**
+   * Starts the sandbox's next launch, which sets the sandbox up and then waits for its command.
+   * It holds no reference on this process's event loop (a CLI still exits when its work is done;
+   * bwrap's --die-with-parent then ends it), and `stop`, `remove` and a changed record end it.
+   */
+  private startAhead(name: string): void {
+    if (!this.launchAhead || this.ahead.has(name)) return;
+    const usable = this.usableRecord(name);
+    if (usable.state !== 'running') return;
+    const cached = usable.cached;
+    const launch = (cached.aheadLaunch ??= this.launchScript(name, cached, undefined, 'stdin'));
+    const started = startProcess(this.hostShell, ['--norc', '--noprofile', '-c', launch, 'forge-exec'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FORGE_CWD: cached.record.worktreeDir },
+      stdin: 'pipe',
+      processGroup: true,
+    });
+    const { child } = started;
+    if (!child) return;
+    child.stdin?.on('error', () => undefined);
+    for (const handle of [child, child.stdin, child.stdout, child.stderr]) (handle as { unref?: () => void } | null)?.unref?.();
+    const entry: AheadLaunch = { identity: cached.identity, started };
+    this.ahead.set(name, entry);
+    // A launch that ended before its command came (its sandbox stopped, bwrap failed) is dropped.
+    void started.exited.then(() => {
+      if (this.ahead.get(name) === entry) this.ahead.delete(name);
+    });
+  }
+
+  private endAhead(name: string): void {
+    const waiting = this.ahead.get(name);
+    if (!waiting) return;
+    this.ahead.delete(name);
+    waiting.started.kill('SIGKILL');
+  }
+
   async remove(name: string): Promise<void> {
     assertValidSandboxName(name);
+    this.endAhead(name);
     await this.cgroups.remove(name);
     this.oomKillsSeen.delete(name);
     this.records.delete(name);

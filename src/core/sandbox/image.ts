@@ -15,13 +15,28 @@ export interface BuildImageOptions {
   env?: NodeJS.ProcessEnv;
   binary?: string;
   signal?: AbortSignal;
+  /** The Dockerfile (default: the context's `Dockerfile`). */
+  dockerfile?: string;
+  /** `--build-arg` values. */
+  buildArgs?: Record<string, string>;
+  /** The stage to build (`--target`). */
+  target?: string;
+  /** What is built, for the failure's message (default: the sandbox image <tag>). */
+  what?: string;
+  /** Remove the build's intermediate containers even when it fails (`--force-rm`). */
+  forceRm?: boolean;
 }
 
 /** Builds `container/Dockerfile` into the sandbox image (Forge: Build Sandbox Image). */
 export async function buildImage(options: BuildImageOptions): Promise<{ tag: string }> {
   const tag = options.tag ?? DEFAULT_SANDBOX_IMAGE;
   const binary = options.binary ?? options.engine;
-  const args = ['build', '--tag', tag, options.contextDir];
+  const args = ['build', '--tag', tag];
+  if (options.dockerfile) args.push('--file', options.dockerfile);
+  for (const [k, v] of Object.entries(options.buildArgs ?? {})) args.push('--build-arg', `${k}=${v}`);
+  if (options.target) args.push('--target', options.target);
+  if (options.forceRm) args.push('--force-rm');
+  args.push(options.contextDir);
   const tail: string[] = [];
   const started = startProcess(binary, args, {
     env: options.env ?? process.env,
@@ -53,7 +68,7 @@ export async function buildImage(options: BuildImageOptions): Promise<{ tag: str
   const code = first.exit.exitCode;
   if (code !== 0) {
     throw new SandboxError(
-      `Building the sandbox image ${tag} with ${options.engine} failed (exit ${code}). Last output:\n${tail.join('\n')}`,
+      `Building ${options.what ?? `the sandbox image ${tag}`} with ${options.engine} failed (exit ${code}). Last output:\n${tail.join('\n')}`,
       'engine-failed',
     );
   }

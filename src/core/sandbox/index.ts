@@ -9,3 +9,5 @@ export { prepareOpencodeSandbox, removeOpencodeSandboxShims, type OpencodeSandbo
 export { buildImage, DEFAULT_SANDBOX_IMAGE, type BuildImageOptions } from './image';
 export { createSandboxRuntime, resolveSandboxRuntime, type RuntimeFactoryOptions } from './runtime-factory';
 export { SANDBOX_HOME, SANDBOX_BASE_ENV } from './sandbox-env';
+export { decideDevcontainer, devcontainerImageTag, bwrapDevcontainerNotice, DEVCONTAINER_CONFIG_PATHS, DEVCONTAINER_IMAGE_REPOSITORY, type DevcontainerDecision, type DevcontainerBuild } from './devcontainer/config';
+export { readDevcontainerAt, resolveDevcontainerImage, type DevcontainerImage, type DevcontainerImageOptions } from './devcontainer/resolve';

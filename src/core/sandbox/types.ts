@@ -181,3 +181,6 @@ export function assertValidSpec(spec: SandboxSpec): void {
     );
   }
 }
+
+/** The key of a loop's state under which the sandbox it started with is kept (`{ driver, network, limits, image }`). */
+export const LOOP_SANDBOX_STATE_KEY = 'sandboxConfig';

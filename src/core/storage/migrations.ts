@@ -369,6 +369,22 @@ const loopAccepts: Migration = {
     ]),
 };
 
-export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts, featureGroupRuns, loopAccepts];
+/**
+ * The user's review (issue 29 items 2–3): a finding of source 'user' spans a line range
+ * (`line` .. `line_end`) and carries the coder's answer (`reply`, through the review_reply tool);
+ * only the user resolves or dismisses it.
+ */
+const userReviewFindings: Migration = {
+  id: 10,
+  name: 'user review findings',
+  up: (tx) =>
+    statements(tx, [
+      `ALTER TABLE review_findings ADD COLUMN line_end INTEGER`,
+      `ALTER TABLE review_findings ADD COLUMN reply TEXT`,
+      `ALTER TABLE review_findings ADD COLUMN replied_at INTEGER`,
+    ]),
+};
+
+export const FORGE_MIGRATIONS: readonly Migration[] = [baseSchema, loopHandoffs, historyIndexes, verificationChecks, attemptVariants, shellInterventions, planDrafts, featureGroupRuns, loopAccepts, userReviewFindings];
 
 export const LATEST_SCHEMA_VERSION = FORGE_MIGRATIONS[FORGE_MIGRATIONS.length - 1]!.id;

@@ -20,8 +20,13 @@ export const LOOP_KINDS: readonly LoopKind[] = ['plan', 'goal'];
  * `setup_failed`: the worktree's setup (installs, setup commands) failed before the first session;
  * the worktree is kept for inspection and a restart runs the setup again (issue 27).
  */
-export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused' | 'setup_failed';
-export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused', 'setup_failed'];
+/**
+ * `awaiting_review`: the coder answered every open finding of the user's review (issue 29); the
+ * loop waits, its work committed, until the user resolves them (then it completes) or sends
+ * the review back for another pass.
+ */
+export type LoopStatus = 'running' | 'completed' | 'cancelled' | 'errored' | 'stalled' | 'paused' | 'awaiting_review' | 'setup_failed';
+export const LOOP_STATUSES: readonly LoopStatus[] = ['running', 'completed', 'cancelled', 'errored', 'stalled', 'paused', 'awaiting_review', 'setup_failed'];
 
 /** Most sections a plan runs; later ones are dropped with a message. */
 export const MAX_SECTIONS = 24;

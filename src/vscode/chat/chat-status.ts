@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import { phaseLabel, type LoopSummary } from '../loop-tree-model';
 import { inertText } from '../../core/text/inert-text';
+import { nextStepLabel, nextStepsOfSummary } from '../next-step-labels';
 
 export interface ChatButton {
   readonly command: string;
@@ -33,7 +34,10 @@ function loopLine(summary: LoopSummary): string {
       : vscode.l10n.t('open findings: {0} bugs, {1} warnings', summary.openFindings.bug, summary.openFindings.warning);
   const checks = summary.checks ? ` · ${vscode.l10n.t('checks {0}/{1} passing', summary.checks.passed, summary.checks.total)}` : '';
   const branch = loop.branch ? ` · \`${loop.branch.replace(/`/g, '')}\`` : '';
-  return `- **${escapeMarkdown(loop.name)}** — ${escapeMarkdown(state)} · ${findings}${checks}${branch}`;
+  // What the user can do next, with the CLI line of each (issue 29 item 7).
+  const next = nextStepsOfSummary(summary);
+  const steps = next.waiting && next.steps.length > 0 ? ` · ${vscode.l10n.t('**next:** {0}', next.steps.map((s) => `${escapeMarkdown(nextStepLabel(s.id))} (\`${s.cli.replace(/`/g, '')}\`)`).join(', '))}` : '';
+  return `- **${escapeMarkdown(loop.name)}** — ${escapeMarkdown(state)} · ${findings}${checks}${branch}${steps}`;
 }
 
 /** Running loops first, then the most recent; at most `limit` loops get a line and buttons. */
@@ -56,10 +60,20 @@ export function chatStatusAnswer(summaries: readonly LoopSummary[], limit = 10):
   ];
   if (sorted.length > shown.length) lines.push('', vscode.l10n.t('…and {0} more in the Loop Explorer.', sorted.length - shown.length));
   const buttons: ChatButton[] = [];
-  for (const { loop } of shown) {
+  for (const summary of shown) {
+    const { loop } = summary;
     const ref = { projectId: loop.projectId, name: loop.name };
     buttons.push({ command: 'forge.openDashboard', title: vscode.l10n.t('Open Dashboard: {0}', loop.name), arguments: [ref] });
     if (loop.branch) buttons.push({ command: 'forge.showLoopDiff', title: vscode.l10n.t('Show Diff: {0}', loop.name), arguments: [ref] });
+    // A stopped loop's work can be reviewed: comments on its diff go back to it as findings.
+    if (loop.branch && !isLive(loop.status)) buttons.push({ command: 'forge.reviewLoop', title: vscode.l10n.t('Review: {0}', loop.name), arguments: [ref] });
+    // A waiting loop's next steps as buttons too (Review is Show Diff; Show Checks is the dashboard).
+    const next = nextStepsOfSummary(summary);
+    if (!next.waiting) continue;
+    for (const step of next.steps) {
+      if (step.id === 'review' || step.id === 'show_checks') continue;
+      buttons.push({ command: step.vscodeCommand, title: vscode.l10n.t('{0}: {1}', nextStepLabel(step.id), loop.name), arguments: [ref] });
+    }
   }
   return { markdown: lines.join('\n'), buttons };
 }

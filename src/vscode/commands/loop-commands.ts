@@ -7,6 +7,7 @@ import type { LoopSummary } from '../loop-tree-model';
 import { refuseIfUntrusted } from '../trust';
 import { askRestartOptions } from '../restart-flow';
 import { registerAcceptCommand } from './accept-command';
+import { registerReviewComments } from '../review-comments';
 import { engineWithProgress, groupRefFrom, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status === 'starting';
@@ -155,6 +156,7 @@ export function registerLoopCommands(ctx: ForgeContext): void {
   });
 
   registerAcceptCommand(ctx);
+  registerReviewComments(ctx);
 
   registerForgeCommand(ctx, 'forge.refreshLoops', vscode.l10n.t('Refresh Loop Explorer'), async () => {
     if (!vscode.workspace.workspaceFolders?.length) return { status: 'done' };

@@ -9,9 +9,11 @@ import type { ForgeRepositories } from '../../core/storage/repositories';
 import type { CheckRunRow } from '../../core/storage/repositories/check-runs-repository';
 import type { LoopRow } from '../../core/storage/repositories/loops-repository';
 import { isLoopLevelFindingPath } from '../loop-tree-model';
+import { nextStepsOf } from '../../core/loop/next-steps';
 import type { FeatureGroupView } from '../../core/groups/group-types';
 import { buildGroupPanel, findGroup, groupOfLoop, loopOfGroup } from './group-model';
-import type { CheckRunView, CheckView, DashboardState, GroupKey, LoopDetail, LoopKey, LoopListItem, LoopStatusView } from './protocol';
+import type { CheckRunView, CheckView, DashboardState, GroupKey, LoopDetail, LoopKey, LoopListItem, LoopStatusView, NextStepsView } from './protocol';
+import { readExtras } from '../../core/loop/loop-extras';
 
 export interface DashboardModelInput {
   readonly repos: ForgeRepositories;
@@ -207,7 +209,23 @@ export function buildLoopDetail(repos: ForgeRepositories, loop: LoopRow, supervi
     usageByRole: repos.sessionUsage.totalsByRole(projectId, name),
     completionSummary: large.completionSummary,
     lastAuditSummary: large.lastAuditSummary,
+    next: nextStepsView(repos, loop),
   };
+}
+
+/** What the loop waits for and the steps that fit (a completed loop accepted since it ended waits no more). */
+function nextStepsView(repos: ForgeRepositories, loop: LoopRow): NextStepsView {
+  const lastAccept = repos.accepts.listByLoop(loop.projectId, loop.name).at(-1);
+  const budget = readExtras(loop).budget;
+  const next = nextStepsOf({
+    name: loop.name,
+    status: loop.status,
+    reason: loop.terminationReason,
+    branch: loop.branch,
+    budget: budget ? { money: budget.money, tokens: budget.tokens } : undefined,
+    acceptedAfterEnd: lastAccept !== undefined && loop.endedAt !== null && lastAccept.at >= loop.endedAt,
+  });
+  return { wait: next.wait, waiting: next.waiting, steps: next.steps.map((s) => ({ id: s.id, cli: s.cli })) };
 }
 
 export function buildDashboardState(input: DashboardModelInput): DashboardState {

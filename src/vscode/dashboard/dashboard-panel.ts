@@ -6,7 +6,7 @@ import type { ForgeLog } from '../log';
 import type { LoopsModel } from '../loops-model';
 import { buildDashboardState } from './dashboard-model';
 import { LiveViewBridge } from './live-bridge';
-import type { DashboardState, DashboardViewState, GroupKey, HostToWebview, LoopKey, RenderProbe, WebviewToHost } from './protocol';
+import type { DashboardState, DashboardViewState, GroupKey, HostToWebview, LoopAction, LoopKey, RenderProbe, WebviewToHost } from './protocol';
 import { inertLine } from '../../core/text/inert-text';
 
 export const DASHBOARD_VIEW_TYPE = 'forge.dashboard';
@@ -221,14 +221,18 @@ export class Dashboard implements vscode.WebviewPanelSerializer<DashboardViewSta
           await this.openFile(message.loop, message.file, message.line);
           return;
         case 'loopAction': {
-          const command = {
+          const commands: Record<LoopAction, string> = {
             cancel: 'forge.cancelLoop',
             message: 'forge.messageAgent',
             restart: 'forge.restartLoop',
             forceRestart: 'forge.forceRestartLoop',
             openWorktree: 'forge.openWorktree',
             showDiff: 'forge.showLoopDiff',
-          }[message.action];
+            accept: 'forge.acceptLoop',
+            review: 'forge.reviewLoop',
+            sendReview: 'forge.review.send',
+          };
+          const command = commands[message.action];
           await vscode.commands.executeCommand(command, message.loop);
           return;
         }

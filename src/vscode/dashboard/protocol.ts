@@ -177,6 +177,16 @@ export interface LoopDetail {
   readonly usageByRole: readonly (UsageView & { readonly role: string })[];
   readonly completionSummary: string | null;
   readonly lastAuditSummary: string | null;
+  /** What the loop waits for and what the user can do next (src/core/loop/next-steps.ts), best first. */
+  readonly next: NextStepsView;
+}
+
+/** A loop's next steps as the dashboard shows them (the first screen leads with them). */
+export interface NextStepsView {
+  /** LoopWait: running, completed, budget_paused, max_iterations, checks_failing, stalled, interrupted, errored, cancelled. */
+  readonly wait: string;
+  readonly waiting: boolean;
+  readonly steps: readonly { readonly id: 'review' | 'accept' | 'restart' | 'raise_budget' | 'show_checks' | 'cancel' | 'read_answers' | 'send_review'; readonly cli: string }[];
 }
 
 export interface GroupKey {
@@ -331,6 +341,31 @@ export interface RenderProbe {
   /** The Group part as rendered (null: none shown). */
   readonly group: GroupProbe | null;
   readonly live: LiveProbe;
+  /** The next steps shown at the top (their labels), and what the loop waits for as said. */
+  readonly nextSteps: readonly string[];
+  readonly waitText: string | null;
+  /**
+   * Where the first screen's parts are, in the webview's viewport (CSS px; null: not shown):
+   * what must be visible without scrolling (issue 29 item 6).
+   */
+  readonly layout: {
+    readonly viewport: { readonly width: number; readonly height: number };
+    readonly nextSteps: ProbeRect | null;
+    readonly checks: ProbeRect | null;
+    /** Each check's head line. */
+    readonly checkHeads: readonly ProbeRect[];
+    /** Each open finding's row. */
+    readonly openFindings: readonly ProbeRect[];
+    readonly liveView: ProbeRect | null;
+    readonly diagram: ProbeRect | null;
+  };
+}
+
+export interface ProbeRect {
+  readonly top: number;
+  readonly bottom: number;
+  readonly left: number;
+  readonly right: number;
 }
 
 export interface GroupProbe {
@@ -376,7 +411,7 @@ export interface LiveProbe {
   readonly lagMaxMs: number;
 }
 
-export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff';
+export type LoopAction = 'cancel' | 'message' | 'restart' | 'forceRestart' | 'openWorktree' | 'showDiff' | 'accept' | 'review' | 'sendReview';
 
 export type WebviewToHost =
   | { readonly type: 'ready' }

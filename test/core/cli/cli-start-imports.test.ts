@@ -33,7 +33,8 @@ async function eagerSources(entry: string): Promise<{ eager: Set<string>; all: S
       logLevel: 'silent',
     });
     const outputs = result.metafile.outputs;
-    const entryOutput = Object.keys(outputs).find((k) => outputs[k]!.entryPoint);
+    // The entry's own output: a command loaded on demand (import()) is an entry point of its own too.
+    const entryOutput = Object.keys(outputs).find((k) => outputs[k]!.entryPoint === entry);
     assert.ok(entryOutput, 'esbuild names the entry output');
     const reached = new Set<string>();
     const queue = [entryOutput];

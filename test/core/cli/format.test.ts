@@ -21,10 +21,31 @@ describe('CLI event lines and status table (issue 28)', () => {
     const ended = (status: 'completed' | 'errored', reason: TerminationReason) =>
       formatEvent({ type: 'loop.ended', loop, status, reason, iterations: 2, branch: null, worktreeDir: null, merge: null }, false);
     assert.equal(ended('completed', { kind: 'completed' }), '[calc] ended: completed after 2 iterations');
-    assert.equal(ended('errored', { kind: 'stall_timeout' }), '[calc] ended: errored (stall_timeout) after 2 iterations');
+    assert.equal(ended('errored', { kind: 'stall_timeout' })!.split('\n')[0], '[calc] ended: errored (stall_timeout) after 2 iterations');
     const paused = formatEvent({ type: 'loop.budget', loop, level: 'paused', message: 'budget reached: the loop spent $4.80 of $4.00 (money).' }, false)!;
     assert.equal(paused, '[calc] budget reached: the loop spent $4.80 of $4.00 (money).');
     assert.equal(formatEvent({ type: 'loop.budget', loop, level: 'warning', message: '85 % of the budget used' }, false), '[calc] budget warning: 85 % of the budget used');
+  });
+
+  it('an end is followed by the exact next commands for that state, in --json too (issue 29 item 7)', () => {
+    const ended = (status: 'completed' | 'errored' | 'paused', reason: TerminationReason, json = false) =>
+      formatEvent({ type: 'loop.ended', loop, status, reason, iterations: 3, branch: 'forge/calc', worktreeDir: '/w/calc', merge: null }, json)!;
+    const next = (text: string) => text.split('\n').filter((l) => l.startsWith('[calc] next: '));
+    assert.deepEqual(next(ended('completed', { kind: 'completed' })), [
+      "[calc] next: git diff ...forge/calc   (review the loop's changes)",
+      '[calc] next: forge accept calc   (merge its branch into the base branch)',
+    ]);
+    assert.deepEqual(next(ended('paused', { kind: 'budget_reached' })), [
+      '[calc] next: forge restart calc --budget AMOUNT   (continue it with a higher budget)',
+      "[calc] next: git diff ...forge/calc   (review the loop's changes)",
+      '[calc] next: forge cancel calc   (end it, keeping its work)',
+    ]);
+    assert.deepEqual(next(ended('errored', { kind: 'max_iterations', message: 'check 1 (npm test) never passed' })), [
+      '[calc] next: forge status calc   (see which checks fail)',
+      '[calc] next: forge restart calc   (continue it with a fresh iteration budget)',
+      "[calc] next: git diff ...forge/calc   (review the loop's changes)",
+    ]);
+    assert.deepEqual(JSON.parse(ended('completed', { kind: 'completed' }, true)).next, ['git diff ...forge/calc', 'forge accept calc']);
   });
 
   it('a budget warning gives the share actually used, past 100 % too', () => {

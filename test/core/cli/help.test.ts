@@ -35,6 +35,10 @@ const SAMPLE: Readonly<Record<string, string>> = {
   'max-concurrent': '2',
   'splitter-model': 'a/b',
   into: 'main',
+  comment: 'a.ts:1',
+  severity: 'warning',
+  resolve: '2',
+  dismiss: '2',
   accept: '3',
   push: 'origin',
 };
@@ -151,7 +155,7 @@ describe('forge help', () => {
       assert.equal(r.status, 0, r.stderr);
       return r.stdout.split('\n').filter(Boolean).sort();
     };
-    assert.deepEqual(complete(['forge', 'r']), ['restart', 'run']);
+    assert.deepEqual(complete(['forge', 'r']), ['restart', 'review', 'run']);
     assert.deepEqual(complete(['forge', '--v']), ['--version']);
     assert.deepEqual(complete(['forge', 'help', 'gr']), ['group']);
     assert.deepEqual(complete(['forge', 'run', 'p.md', '--no-']), ['--no-handover', '--no-sandbox']);

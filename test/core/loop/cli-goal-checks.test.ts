@@ -37,6 +37,12 @@ describe('forge goal with a contract: --check and --contains through the CLI (re
     assert.match(checkLines[3]!, /^\[adder-goal\] check PASS check 2: contains: add\.js/);
     assert.match(r.stdout, /auditing → coding \(checks_failed; iteration 2\)/);
     assert.match(r.stdout, /ended: completed after 2 iterations/);
+    // It ends with the exact next commands for a completed loop (issue 29 item 7), and they work.
+    const branch = /^\[adder-goal\] branch: (\S+)$/m.exec(r.stdout)![1]!;
+    assert.deepEqual(r.stdout.split('\n').filter((l) => l.startsWith(`[${loop}] next: `)), [
+      `[${loop}] next: git diff ...${branch}   (review the loop's changes)`,
+      `[${loop}] next: forge accept ${loop}   (merge its branch into the base branch)`,
+    ]);
 
     const fixer = script.firstRequests.find((q) => q.role === 'code' && q.nth === 2)!.request;
     assert.ok(fixer.lastUserText.includes('add(2, 3) must be 5'), "the failing check's output reached the coder");

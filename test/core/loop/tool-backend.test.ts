@@ -60,6 +60,22 @@ describe('loop tool backend (real sql.js database)', () => {
     assert.equal(repos.reviewFindings.get(PROJECT, check.id)?.status, 'open');
   });
 
+  it("a user's review comment: no agent resolves it, the auditor's report does not take it over, only the coder answers it (issue 29)", async () => {
+    const user = repos.reviewFindings.record(PROJECT, { loopName: 'demo', file: 'src/a.ts', line: 3, lineEnd: 5, severity: 'bug', description: 'Handle the empty list.', fingerprint: 'user:1', source: 'user' });
+    for (const args of [{ id: user.id }, { file: 'src/a.ts', line: 3 }]) {
+      await assert.rejects(backend.reviewDelete(auditor, args), (e: unknown) => e instanceof ForgeToolError && /is the user's review comment: no agent can resolve or delete it, only the user/.test(e.message));
+    }
+    await backend.reviewWrite(auditor, { file: 'src/a.ts', line: 3, severity: 'warning', description: 'Handle the empty list.' });
+    assert.equal(repos.reviewFindings.get(PROJECT, user.id)?.source, 'user');
+    await assert.rejects(backend.reviewReply(auditor, { id: user.id, reply: 'x' }), /Only the coder answers/);
+    const audit = repos.reviewFindings.listOpen(PROJECT, 'demo').find((f) => f.source === 'auditor')!;
+    await assert.rejects(backend.reviewReply(coder, { id: audit.id, reply: 'x' }), /no review comment of the user numbered/);
+    assert.match(await backend.reviewReply(coder, { id: user.id, reply: 'Returns [] for an empty list now.' }), /recorded\. The comment stays open until the user resolves it/);
+    const after = repos.reviewFindings.get(PROJECT, user.id)!;
+    assert.deepEqual([after.status, after.reply, after.lineEnd], ['open', 'Returns [] for an empty list now.', 5]);
+    assert.match(await backend.reviewRead(coder, {}), /the user's review comment; only the user closes it[\s\S]*Coder's answer: Returns \[\] for an empty list now\./);
+  });
+
   it('accepts GOAL and PLAN pseudo-paths and refuses paths outside the worktree', async () => {
     await backend.reviewWrite(auditor, { file: 'PLAN', line: 0, severity: 'warning', description: 'section two is vague' });
     for (const file of ['../escape.ts', '/etc/passwd', join(dir, 'forge.db')]) {

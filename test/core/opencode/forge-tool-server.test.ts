@@ -86,7 +86,7 @@ describe('Forge tool server (MCP over HTTP)', () => {
     const coderWrites = await call(client, 'review_write', { file: 'a', line: 1, severity: 'bug', description: 'd' });
     assert.equal(coderWrites.isError, true);
     assert.match(coderWrites.text, /the code agent may not call it/);
-    assert.match(coderWrites.text, /review_read, plan_read, section_read, loop_handoff/);
+    assert.match(coderWrites.text, /review_read, review_reply, plan_read, section_read, loop_handoff/);
 
     scope.setActiveSession({ sessionId: 'ses_aud', role: 'auditor' });
     const auditorPlans = await call(client, 'plan_write', { content: '# plan' });

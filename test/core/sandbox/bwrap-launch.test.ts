@@ -204,7 +204,9 @@ describe('bwrap launcher against a stand-in bwrap', function () {
   }
 
   async function runtimeWith(bwrapPath: string, cgroupJoin: CgroupJoinStrategy = 'overlapped'): Promise<BwrapRuntime> {
-    const runtime = new BwrapRuntime({ stateDir: path.join(base, 'state'), bwrapPath, cgroups: new SandboxCgroups({ root: cgroupRoot }), cgroupJoin });
+    // No launch ahead: these cases time the launcher itself, and a launch waiting after the test
+    // would keep writing into the plain-file cgroup tree while it is removed.
+    const runtime = new BwrapRuntime({ stateDir: path.join(base, 'state'), bwrapPath, cgroups: new SandboxCgroups({ root: cgroupRoot }), cgroupJoin, launchAhead: false });
     await runtime.create({ ...spec, name: 'forge-launch', worktreeDir, gitCommonDir: undefined });
     writeFileSync(path.join(cgroupRoot, 'forge', 'forge-launch', 'cgroup.procs'), ''); // the kernel's file
     return runtime;

@@ -260,6 +260,18 @@ describe('storage: repositories', function () {
   describe('review findings', () => {
     const finding = { loopName: 'l', file: 'src/a.ts', line: 10, severity: 'bug' as const, description: 'Null  check missing' };
 
+    it("a user's finding keeps its line range and the coder's reply, and no other report takes it over", () => {
+      const user = repos.reviewFindings.record(A, { ...finding, lineEnd: 14, fingerprint: 'user:1', source: 'user' });
+      assert.deepEqual([user.source, user.line, user.lineEnd, user.reply], ['user', 10, 14, null]);
+      const audit = repos.reviewFindings.record(A, { ...finding, fingerprint: 'user:1' });
+      assert.notEqual(audit.id, user.id, "an auditor's report with its fingerprint is a finding of its own");
+      assert.equal(repos.reviewFindings.get(A, user.id)?.source, 'user');
+      tick();
+      const replied = repos.reviewFindings.setReply(A, user.id, 'Handled the empty list.');
+      assert.deepEqual([replied.reply, replied.status, replied.repliedAt !== null], ['Handled the empty list.', 'open', true]);
+      assert.throws(() => repos.reviewFindings.setReply(A, 9999, 'x'), /Finding #9999/);
+    });
+
     it('record inserts, then counts recurrences of the same finding and reopens it', async () => {
       const first = repos.reviewFindings.record(A, { ...finding, scenario: 'empty input', sectionIndex: 0 });
       assert.deepEqual(first, {
@@ -276,6 +288,9 @@ describe('storage: repositories', function () {
         recurrenceCount: 1,
         fingerprint: findingFingerprint('src/a.ts', 'Null  check missing'),
         source: 'auditor',
+        lineEnd: null,
+        reply: null,
+        repliedAt: null,
         createdAt: 1_000,
         updatedAt: 1_000,
       });
@@ -526,6 +541,22 @@ describe('storage: repositories', function () {
       assert.equal(fresh.featureGroups.delete(A, 'g1'), true);
       assert.equal(fresh.featureGroups.get(A, 'g1'), undefined);
       assert.ok(fresh.featureGroups.get(B, 'g1'));
+    });
+  });
+
+  describe('loop accepts', () => {
+    it('lastAcceptedByLoop: when each loop of the project was last accepted, one row per loop', async () => {
+      const accept = (project: string, loopName: string) => repos.accepts.append(project, { loopName, acceptedBy: 'me', how: 'fast-forward', intoBranch: 'main', remote: null, commit: 'abc' });
+      assert.deepEqual(repos.accepts.lastAcceptedByLoop(A), []);
+      accept(A, 'l');
+      tick(5);
+      accept(A, 'l');
+      accept(A, 'm');
+      tick(5);
+      accept(B, 'l');
+      const byName = (rows: { loopName: string; at: number }[]) => Object.fromEntries(rows.map((r) => [r.loopName, r.at]));
+      assert.deepEqual(byName(repos.accepts.lastAcceptedByLoop(A)), { l: 1_005, m: 1_005 });
+      assert.deepEqual(byName((await reopened()).accepts.lastAcceptedByLoop(B)), { l: 1_010 });
     });
   });
 

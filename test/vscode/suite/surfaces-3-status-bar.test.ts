@@ -17,13 +17,13 @@ describe('the sandbox status-bar toggle', function () {
   it('shows the sandbox state from activation on, with the toggle as its command', async () => {
     const item = (await forgeApi()).statusBar().sandbox;
     assert.equal(item.command, 'forge.toggleSandbox');
-    assert.match(item.text, /Sandbox: (on|off|unavailable)/);
+    assert.match(item.text, /New loops: (sandboxed|unconfined \(sandbox (off|unavailable)\))/);
   });
 
   it('flips the sandbox default and the setting (or says why it cannot)', async () => {
     const api = await forgeApi();
     await vscode.workspace.getConfiguration('forge').update('sandbox.enabled', false, vscode.ConfigurationTarget.Global);
-    await waitFor('the item to show off', () => /Sandbox: (off|unavailable)/.test(api.statusBar().sandbox.text));
+    await waitFor('the item to show off', () => /New loops: unconfined \(sandbox (off|unavailable)\)/.test(api.statusBar().sandbox.text));
 
     const turnOn = await vscode.commands.executeCommand<{ status: string; message?: string }>(api.statusBar().sandbox.command!);
     const availability = api.statusBar().sandbox.availability;
@@ -38,14 +38,14 @@ describe('the sandbox status-bar toggle', function () {
     }
     assert.equal(turnOn.status, 'done');
     assert.equal(sandboxSetting(), true);
-    await waitFor('the item to show on', () => api.statusBar().sandbox.text.includes('Sandbox: on'));
+    await waitFor('the item to show on', () => api.statusBar().sandbox.text.includes('New loops: sandboxed'));
     assert.ok(api.statusBar().sandbox.text.includes(availability.driver!), `the item names the driver: ${api.statusBar().sandbox.text}`);
     assert.equal(api.statusBar().sandbox.enabled, true);
 
     const turnOff = await vscode.commands.executeCommand<{ status: string }>(api.statusBar().sandbox.command!);
     assert.equal(turnOff.status, 'done');
     assert.equal(sandboxSetting(), false);
-    await waitFor('the item to show off again', () => api.statusBar().sandbox.text.includes('Sandbox: off'));
+    await waitFor('the item to show off again', () => api.statusBar().sandbox.text.includes('New loops: unconfined (sandbox off)'));
     assert.equal(api.statusBar().sandbox.enabled, false);
   });
 });

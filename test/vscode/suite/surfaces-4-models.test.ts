@@ -14,9 +14,9 @@ import {
   type DiagnosticFinding,
 } from '../../../src/vscode/findings-diagnostics-model';
 import { buildLoopDetails, buildLoopTooltip, buildLoopTree, buildSectionNodes, LOOP_CONTEXT, PSEUDO_FINDING_PATHS, type LoopSummary } from '../../../src/vscode/loop-tree-model';
-import { sandboxItemView } from '../../../src/vscode/status-bar';
+import { loopsItemView, sandboxItemView } from '../../../src/vscode/status-bar';
 import { toTreeItem } from '../../../src/vscode/loop-explorer';
-import { escapeMarkdown } from '../../../src/vscode/chat/chat-status';
+import { chatStatusAnswer, escapeMarkdown } from '../../../src/vscode/chat/chat-status';
 import { createForgeLog, type LogSink } from '../../../src/vscode/log';
 import { createNotifier } from '../../../src/vscode/notifier';
 
@@ -209,15 +209,55 @@ describe('status bar and execution flow views', () => {
     const none = sandboxItemView(true, { available: false, driver: null, reason: 'docker: not installed; bwrap: not installed' });
     assert.equal(none.disabled, true);
     assert.equal(none.warning, true);
-    assert.match(none.text, /unavailable — unconfined/);
+    assert.match(none.text, /New loops: unconfined \(sandbox unavailable\)/);
     assert.match(none.tooltip, /run UNCONFINED: Forge cannot sandbox loops on this machine: docker: not installed; bwrap: not installed/);
     const off = sandboxItemView(false, { available: true, driver: 'bwrap', reason: null });
     assert.equal(off.warning, true);
-    assert.match(off.text, /Sandbox: off — unconfined/);
+    assert.match(off.text, /New loops: unconfined \(sandbox off\)/);
     assert.match(off.tooltip, /run UNCONFINED: the sandbox is turned off/);
     const on = sandboxItemView(true, { available: true, driver: 'bwrap', reason: null });
-    assert.equal(on.text, '$(vm) Sandbox: on (bwrap)');
+    assert.equal(on.text, '$(vm) New loops: sandboxed (bwrap)');
     assert.equal(on.warning, false);
+    // The setting speaks of new loops; a loop running unconfined now is named beside it, as a warning (issue 29 item 6).
+    const beside = sandboxItemView(true, { available: true, driver: 'bwrap', reason: null }, ['fix-parser']);
+    assert.equal(beside.text, '$(vm) New loops: sandboxed (bwrap) · 1 running UNCONFINED');
+    assert.equal(beside.warning, true);
+    assert.match(beside.tooltip, /Running now UNCONFINED \(each loop keeps the confinement it started with\): fix-parser\./);
+    assert.doesNotMatch(beside.text, /Sandbox: on/);
+  });
+
+  it('@forge /status names a waiting loop\'s next steps with their CLI lines, and offers them as buttons', () => {
+    const answer = chatStatusAnswer([summary('live', 'running'), summary('done', 'completed'), summary('idle', 'stalled')]);
+    const lines = answer.markdown.split('\n');
+    assert.match(lines.find((l) => l.includes('**done**'))!, /\*\*next:\*\* Review \(`git diff \.\.\.forge\/done`\), Accept \(`forge accept done`\)$/);
+    assert.match(lines.find((l) => l.includes('**idle**'))!, /\*\*next:\*\* Restart \(`forge restart idle`\), Review \(`git diff \.\.\.forge\/idle`\)$/);
+    assert.doesNotMatch(lines.find((l) => l.includes('**live**'))!, /next:/);
+    const titles = answer.buttons.map((b) => `${b.command} ${b.title}`);
+    assert.ok(titles.includes('forge.acceptLoop Accept: done'), titles.join(' | '));
+    assert.ok(titles.includes('forge.restartLoop Restart: idle'), titles.join(' | '));
+  });
+
+  it('counts the loops waiting for the user beside the running ones (issue 29 item 7)', () => {
+    assert.deepEqual(loopsItemView(0, []), { text: '', tooltip: 'Show the Loop Explorer', visible: false });
+    assert.equal(loopsItemView(1, []).text, '$(sync~spin) Forge: 1 loop running');
+    const both = loopsItemView(2, ['a', 'b']);
+    assert.equal(both.text, '$(sync~spin) Forge: 2 loops running · $(bell-dot) 2 waiting');
+    assert.match(both.tooltip, /Loops waiting for you: a, b\./);
+    assert.equal(loopsItemView(0, ['a']).text, '$(bell-dot) Forge: 1 waiting');
+  });
+
+  it('marks in the Loop Explorer the loops that wait for the user, with what they wait for and the next steps', () => {
+    const [, recent] = buildLoopTree([
+      summary('live', 'running'),
+      summary('done', 'completed', { loop: { ...summary('x', 'completed').loop, name: 'done', terminationReason: 'completed', branch: 'forge/done' } }),
+      summary('gone', 'cancelled', { loop: { ...summary('x', 'cancelled').loop, name: 'gone', terminationReason: 'user_aborted', branch: 'forge/gone' } }),
+      summary('accepted', 'completed', { loop: { ...summary('x', 'completed').loop, name: 'accepted', terminationReason: 'completed', branch: 'forge/accepted', endedAt: 1000 }, acceptedAt: 2000 }),
+    ]);
+    const byName = new Map(recent!.loops.map((l) => [l.name, l]));
+    assert.match(byName.get('done')!.description ?? '', /^completed · ● waits for you: Review, Accept · iter 3/);
+    assert.match(buildLoopTooltip(byName.get('done')!.summary), /Waits for you: completed: review and accept\. Next: Review, Accept/);
+    assert.doesNotMatch(byName.get('gone')!.description ?? '', /waits for you/, 'the user cancelled it');
+    assert.doesNotMatch(byName.get('accepted')!.description ?? '', /waits for you/, 'accepted after it ended');
   });
 
   it('lists recently used models first, then each provider\'s models', () => {

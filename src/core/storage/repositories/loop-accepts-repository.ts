@@ -30,6 +30,8 @@ export interface LoopAcceptsRepository {
   append(projectId: string, row: NewLoopAccept): LoopAcceptRow;
   /** Oldest first. */
   listByLoop(projectId: string, loopName: string): LoopAcceptRow[];
+  /** When each loop of the project was last accepted (one query for the Loop Explorer). */
+  lastAcceptedByLoop(projectId: string): { loopName: string; at: number }[];
 }
 
 function toRow(row: SqlRow): LoopAcceptRow {
@@ -57,5 +59,7 @@ export function createLoopAcceptsRepository(db: SqlExecutor, clock: Clock = syst
         return toRow(tx.get(`SELECT * FROM loop_accepts WHERE id = ?`, [lastInsertRowid])!);
       }),
     listByLoop: (projectId, loopName) => db.query(`SELECT * FROM loop_accepts WHERE project_id = ? AND loop_name = ? ORDER BY id`, [projectId, loopName]).map(toRow),
+    lastAcceptedByLoop: (projectId) =>
+      db.query(`SELECT loop_name, MAX(at) AS at FROM loop_accepts WHERE project_id = ? GROUP BY loop_name`, [projectId]).map((r) => ({ loopName: text(r.loop_name), at: integer(r.at) })),
   };
 }

@@ -5,10 +5,11 @@ import { RowNotFoundError, integer, optionalInteger, optionalText, systemClock, 
 export type FindingSeverity = 'bug' | 'warning';
 export type FindingStatus = 'open' | 'resolved' | 'dismissed';
 /**
- * Who reported a finding: the auditor, or a failed verification check. A check's finding is
- * resolved only by Forge, when that check passes; no agent tool can resolve or delete it.
+ * Who reported a finding: the auditor, a failed verification check, or the user reviewing the
+ * loop's diff. A check's finding is resolved only by Forge, when that check passes; a user's only
+ * by the user. No agent tool can resolve or delete either.
  */
-export type FindingSource = 'auditor' | 'check';
+export type FindingSource = 'auditor' | 'check' | 'user';
 
 export interface ReviewFindingRow {
   readonly id: number;
@@ -26,6 +27,11 @@ export interface ReviewFindingRow {
   readonly recurrenceCount: number;
   readonly fingerprint: string;
   readonly source: FindingSource;
+  /** Last line of the range a user's finding covers (null: the one line). */
+  readonly lineEnd: number | null;
+  /** The coder's answer to a user's finding (review_reply): what it fixed or why not. */
+  readonly reply: string | null;
+  readonly repliedAt: number | null;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
@@ -42,6 +48,7 @@ export interface NewFinding {
   readonly fingerprint?: string;
   /** Default 'auditor'. */
   readonly source?: FindingSource;
+  readonly lineEnd?: number | null;
 }
 
 export interface FindingFilter {
@@ -78,6 +85,8 @@ export interface ReviewFindingsRepository {
   setStatus(projectId: string, id: number, status: FindingStatus): ReviewFindingRow;
   /** Resolves the loop's open finding of a check (source 'check') with this fingerprint; whether there was one. */
   resolveCheckFinding(projectId: string, loopName: string, fingerprint: string): ReviewFindingRow | undefined;
+  /** Stores the coder's answer to a finding; its status does not change. */
+  setReply(projectId: string, id: number, reply: string): ReviewFindingRow;
   delete(projectId: string, id: number): boolean;
   countOpen(projectId: string, loopName: string, filter?: Pick<FindingFilter, 'sectionIndex'>): FindingCounts;
   /** Open bug/warning counts of every loop of the project that has any. */
@@ -105,6 +114,9 @@ function toFinding(row: SqlRow): ReviewFindingRow {
     recurrenceCount: integer(row.recurrence_count),
     fingerprint: text(row.fingerprint),
     source: (optionalText(row.source) ?? 'auditor') as FindingSource,
+    lineEnd: optionalInteger(row.line_end),
+    reply: optionalText(row.reply),
+    repliedAt: optionalInteger(row.replied_at),
     createdAt: integer(row.created_at),
     updatedAt: integer(row.updated_at),
   };
@@ -153,9 +165,10 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
       db.transaction((tx) => {
         const now = clock.now();
         const fingerprint = finding.fingerprint ?? findingFingerprint(finding.file, finding.description);
+        // A user's finding is the user's: another report with its fingerprint never rewrites it.
         const existing = tx.get<{ id: number }>(
-          `SELECT id FROM review_findings WHERE project_id = ? AND loop_name = ? AND fingerprint = ? ORDER BY id LIMIT 1`,
-          [projectId, finding.loopName, fingerprint],
+          `SELECT id FROM review_findings WHERE project_id = ? AND loop_name = ? AND fingerprint = ? AND (source <> 'user' OR ? = 'user') ORDER BY id LIMIT 1`,
+          [projectId, finding.loopName, fingerprint, finding.source ?? 'auditor'],
         );
         if (existing) {
           tx.run(
@@ -179,8 +192,8 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
         }
         const { lastInsertRowid } = tx.run(
           `INSERT INTO review_findings (project_id, loop_name, file, line, severity, description, scenario, status,
-             section_index, recurrence_count, fingerprint, source, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, 1, ?, ?, ?, ?)`,
+             section_index, recurrence_count, fingerprint, source, line_end, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, 1, ?, ?, ?, ?, ?)`,
           [
             projectId,
             finding.loopName,
@@ -192,6 +205,7 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
             finding.sectionIndex ?? null,
             fingerprint,
             finding.source ?? 'auditor',
+            finding.lineEnd ?? null,
             now,
             now,
           ],
@@ -246,6 +260,14 @@ export function createReviewFindingsRepository(db: SqlExecutor, clock: Clock = s
         if (!row) return undefined;
         tx.run(`UPDATE review_findings SET status = 'resolved', updated_at = ? WHERE project_id = ? AND id = ?`, [clock.now(), projectId, row.id]);
         return toFinding(tx.get('SELECT * FROM review_findings WHERE project_id = ? AND id = ?', [projectId, row.id])!);
+      }),
+
+    setReply: (projectId, id, reply) =>
+      db.transaction((tx) => {
+        const now = clock.now();
+        const changed = tx.run('UPDATE review_findings SET reply = ?, replied_at = ?, updated_at = ? WHERE project_id = ? AND id = ?', [reply, now, now, projectId, id]).changes;
+        if (changed === 0) throw new RowNotFoundError(`Finding #${id}`);
+        return toFinding(tx.get('SELECT * FROM review_findings WHERE project_id = ? AND id = ?', [projectId, id])!);
       }),
 
     delete: (projectId, id) => db.run('DELETE FROM review_findings WHERE project_id = ? AND id = ?', [projectId, id]).changes > 0,

@@ -129,6 +129,20 @@ describe('several windows on one folder: one drives the loop, the other shows it
       return rows.find((r) => r.includes(loopName) && /completed/.test(r));
     }, 60_000, 500);
     assert.doesNotMatch(row, /coding/);
+    assert.match(row, /waits for you/, 'the second window marks the loop as waiting for the user');
+    // The window that only watched the loop tells of its end too, once, with the next steps (issue 29 item 7).
+    await requestSecondWindow('command', { title: 'Notifications: Show Notifications' });
+    const told = `loop "${loopName}" completed`;
+    const texts = await waitFor("the second window's notice of the loop's end", async () => {
+      const all = await secondWindowFrameTexts();
+      return all.some((t) => t.includes(told)) ? all : undefined;
+    }, 60_000, 1000);
+    const main = texts.find((t) => t.includes(told))!;
+    // One entry in the notification center (the screen reader's "Info: …" announcement aside).
+    const entries = main.split('\n').filter((l) => l.trim() === `Forge: ${told}. Review its changes, then accept them.`);
+    assert.equal(entries.length, 1, `one notice:\n${main}`);
+    await requestSecondWindow('screenshot', { name: 'second-window-notice' });
+    await requestSecondWindow('command', { title: 'Notifications: Clear All Notifications' });
   });
 
   it("the second window's dashboard shows the loop, and again after that window reloads", async () => {

@@ -11,7 +11,7 @@ import * as vscode from 'vscode';
 import type { TreeSnapshotNode } from '../../../../../src/vscode/api';
 import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
 import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
-import { harnessInfo, requestScreenshot } from '../../support/harness';
+import { harnessInfo, requestScreenshot, requestWorkbench } from '../../support/harness';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const LOOP = 'greet-contract';
@@ -111,6 +111,24 @@ describe('a goal with a contract through the VS Code surfaces (scripted model)',
     }, 60_000, 500);
     assert.deepEqual(probe.checks, ['check 1: grep -c hello greet.txt: ✗ failed', 'check 2: contains: greet.txt: "hello": ✗ failed']);
     assert.ok(probe.checkRunRows >= 2, `run rows: ${probe.checkRunRows}`);
+    // The first screen (issue 29 item 6): at 1280×800 the checks and the open findings (the failed
+    // checks' findings) are inside the webview's viewport, above the live view and the diagram.
+    const first = await waitFor('the open findings in the dashboard', async () => {
+      const p = await api.dashboard().probe();
+      return p.layout.openFindings.length >= 1 && p.layout.checkHeads.length === 2 ? p : undefined;
+    }, 60_000, 500);
+    const { viewport, checks: checksBox, checkHeads, openFindings, liveView, diagram, nextSteps } = first.layout;
+    const inside = (r: { top: number; bottom: number; left: number; right: number }) => r.top >= 0 && r.bottom <= viewport.height && r.left >= 0 && r.right <= viewport.width;
+    const layoutText = JSON.stringify(first.layout);
+    assert.ok(viewport.height > 300 && viewport.height < 800, `the dashboard's viewport in a 1280×800 workbench: ${layoutText}`);
+    assert.ok(nextSteps && inside(nextSteps), `the next steps on the first screen: ${layoutText}`);
+    assert.ok(checksBox && checksBox.top >= 0 && checksBox.top < viewport.height, layoutText);
+    for (const head of checkHeads) assert.ok(inside(head), `each check's line on the first screen: ${layoutText}`);
+    for (const row of openFindings) assert.ok(inside(row), `each open finding on the first screen: ${layoutText}`);
+    assert.ok(liveView && diagram && liveView.top >= openFindings.at(-1)!.bottom && diagram.top >= openFindings.at(-1)!.bottom, `the live view and the diagram follow: ${layoutText}`);
+    // A goal's diagram draws only its states: no final audit.
+    assert.deepEqual(first.diagramNodes, ['start', 'coding', 'auditing', 'post_action', 'end']);
+    assert.match(first.waitText ?? '', /^Running/);
     const detail = api.dashboard().state?.detail;
     const run = detail?.checks[0]?.runs[0];
     assert.equal(run?.exitCode, 1);
@@ -147,9 +165,37 @@ describe('a goal with a contract through the VS Code surfaces (scripted model)',
     const history = api.dashboard().state!.detail!.checks.map((c) => c.runs.map((r) => r.status).join(','));
     assert.deepEqual(history, ['passed,failed', 'passed,failed']);
     assert.equal(probe.checkOutputBlocks, 1, 'the failed command run keeps its output block (the file assertion printed nothing)');
+    // The loop completed: the dashboard leads with what to do next (issue 29 item 7).
+    const done = await waitFor('the next steps of the completed loop', async () => {
+      const p = await api.dashboard().probe();
+      return p.nextSteps.length > 0 ? p : undefined;
+    }, 60_000, 500);
+    assert.deepEqual(done.nextSteps, ['Review', 'Accept']);
+    assert.match(done.waitText ?? '', /^Completed — waits for you/);
     if (harnessInfo().host === 'code-server') {
       await new Promise((r) => setTimeout(r, 1000));
       assert.deepEqual(readFileSync(await requestScreenshot('dashboard-checks')).subarray(0, 8), PNG_SIGNATURE);
+    }
+  });
+
+  it('one notification names the next steps of the completed loop; its Review opens the diff; the Explorer marks the loop and the status bar counts it', async () => {
+    const api = await forgeApi();
+    const told = await waitFor('the completion notification', () => api.notifications().filter((n) => n.message.includes(`loop "${LOOP}" completed`)), 60_000, 500);
+    assert.equal(told.length, 1, `one notification: ${JSON.stringify(api.notifications())}`);
+    assert.deepEqual(told[0]!.actions, ['Review', 'Accept', 'Open Dashboard']);
+    assert.match(told[0]!.message, /Review its changes, then accept them\./);
+    const node = await waitFor('the loop marked as waiting', () => {
+      const n = loopNode(api.treeSnapshot(), LOOP);
+      return /^completed · ● waits for you: Review, Accept · /.test(n?.description ?? '') ? n : undefined;
+    }, 60_000, 500);
+    assert.match(node.tooltip ?? '', /Next: Review, Accept/);
+    assert.match(api.statusBar().running.text, /\$\(bell-dot\) .*\d+ waiting/);
+    assert.ok(api.statusBar().running.visible);
+    if (harnessInfo().host === 'code-server') {
+      // Through the workbench, as the user: the notification's Review button opens the loop's diff.
+      await requestWorkbench('notification', { contains: `loop "${LOOP}" completed`, button: 'Review' });
+      await waitFor('the diff of the loop', () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.label.startsWith(`Forge: ${LOOP} (`)), 60_000, 500);
+      assert.deepEqual(readFileSync(await requestScreenshot('loop-completed-notice')).subarray(0, 8), PNG_SIGNATURE);
     }
   });
 
