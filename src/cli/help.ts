@@ -187,8 +187,7 @@ export const COMMANDS: Readonly<Record<Exclude<Verb, 'help'>, CommandHelp>> = {
 export const EXIT_CODES_TEXT = `Exit codes: 0 completed; 2 bad input; 3 cancelled; 4 max_iterations; 5 stalled;
 6 model or agent failure (a group: a feature failed); 7 worktree failure;
 8 opencode failure; 9 another process took over the loop; 10 paused: budget
-reached; 11 setup_failed (forge restart runs setup again); 12 awaiting
-your review; 1 internal error.`;
+reached; 11 setup_failed; 12 awaiting your review; 1 internal error.`;
 
 const WIDTH = 80;
 const OPTION_COLUMN = 25;
