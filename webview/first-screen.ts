@@ -38,6 +38,7 @@ const WAIT_TEXT: Record<string, string> = {
   interrupted: 'Interrupted (its process ended) — restart it to continue.',
   errored: 'Errored — see the reason above; restart it to try again.',
   cancelled: 'Cancelled by you; its worktree and branch are kept.',
+  setup_failed: 'Setup failed before the agent started — fix what the reason names, then restart (setup runs again).',
   awaiting_review: 'The coder answered your review — read the answers, then resolve each comment or send them back.',
 };
 

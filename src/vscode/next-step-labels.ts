@@ -72,6 +72,8 @@ export function waitText(wait: LoopWait): string {
       return vscode.l10n.t('cancelled');
     case 'awaiting_review':
       return vscode.l10n.t('awaiting your review: read the answers');
+    case 'setup_failed':
+      return vscode.l10n.t('setup failed: fix it, then restart');
   }
 }
 
@@ -92,6 +94,8 @@ export function waitMessage(wait: LoopWait, name: string, detail: string): strin
       return vscode.l10n.t('Forge: loop "{0}" was interrupted; restart it to continue.', name);
     case 'awaiting_review':
       return vscode.l10n.t('Forge: the coder of loop "{0}" answered your review. Read the answers, then resolve each comment or send them back.', name);
+    case 'setup_failed':
+      return vscode.l10n.t('Forge: the worktree setup of loop "{0}" failed before its agent started: {1}. Fix it, then restart the loop (setup runs again).', name, detail);
     default:
       return vscode.l10n.t('Forge: loop "{0}" ended {1}: {2}.', name, wait, detail);
   }

@@ -22,6 +22,7 @@ export type LoopWait =
   | 'interrupted'
   | 'errored'
   | 'awaiting_review'
+  | 'setup_failed'
   | 'cancelled';
 
 /** One thing the user can do. `vscodeCommand` takes the loop ref `{ projectId, name }`. */
@@ -78,6 +79,8 @@ export const WAIT_TABLE: Readonly<Record<LoopWait, WaitRow>> = {
   errored: { waiting: true, notify: true, steps: ['restart', 'review'] },
   // The coder answered every comment of the user's review: the user reads the answers and resolves them (or sends them back).
   awaiting_review: { waiting: true, notify: true, steps: ['read_answers', 'send_review'] },
+  // The worktree's setup failed before the first session: fix what it names, then restart (setup runs again).
+  setup_failed: { waiting: true, notify: true, steps: ['restart'] },
   cancelled: { waiting: false, notify: false, steps: ['restart', 'review', 'accept'] },
 };
 
@@ -89,6 +92,7 @@ const STATUS_TABLE: Readonly<Record<string, LoopWait | ((reason: TerminationReas
   paused: 'budget_paused',
   stalled: 'stalled',
   awaiting_review: 'awaiting_review',
+  setup_failed: 'setup_failed',
   cancelled: (r) => (r?.kind === 'shutdown' ? 'interrupted' : 'cancelled'),
   // `max_iterations: MESSAGE` says which check never passed.
   errored: (r) => (r?.kind === 'max_iterations' ? (r.message ? 'checks_failing' : 'max_iterations') : 'errored'),

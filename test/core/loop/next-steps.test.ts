@@ -30,6 +30,7 @@ describe('next steps of a loop (issue 29 item 7)', () => {
       stall_timeout: 'stalled',
       budget_reached: 'budget_paused',
       awaiting_review: 'awaiting_review',
+      setup_failed: 'setup_failed',
     };
     for (const kind of TERMINATION_KINDS) {
       const reason = reasonOf(kind);

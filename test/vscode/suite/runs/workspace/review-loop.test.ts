@@ -53,6 +53,9 @@ describe('Forge: Review Loop — comments are findings, sent back, resolved, acc
   });
 
   after(async () => {
+    // The diff editors and the Problems panel this test opened would shrink the next test file's dashboard.
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('workbench.action.closePanel');
     testComments.dispose();
     await rm(planFile, { force: true });
     await vscode.workspace.getConfiguration('forge').update('openWorktree', undefined, vscode.ConfigurationTarget.Global);

@@ -104,6 +104,10 @@ describe('a goal with a contract through the VS Code surfaces (scripted model)',
 
   it('the dashboard\'s Checks part shows each check failing with its run and the output block; screenshot saved', async () => {
     const api = await forgeApi();
+    // The first screen is measured in a 1280×800 workbench as a user meets it: no panel or other
+    // editor group left open by an earlier test takes its height.
+    await vscode.commands.executeCommand('workbench.action.closePanel');
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     await vscode.commands.executeCommand('forge.openDashboard', { projectId, name: LOOP });
     const probe = await waitFor('the dashboard to render the Checks part', async () => {
       const p = await api.dashboard().probe();
