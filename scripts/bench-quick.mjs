@@ -5,7 +5,7 @@
 // benchmark has its own overall time-out and names the step it waited in; this prints how long
 // each took and, at the end, which failed.
 //
-//   node scripts/bench-quick.mjs [name …]   (names: storage opencode loop sandbox gate shell process ui parallel)
+//   node scripts/bench-quick.mjs [name …]   (names: storage opencode loop sandbox gate shell process ui parallel worktree)
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,7 @@ const BENCHES = [
   ['process', 'bench/process-spawn.mjs'],
   ['ui', 'bench/ui-scale.mjs'],
   ['parallel', 'bench/parallel.mjs'],
+  ['worktree', 'bench/worktree.mjs'],
 ];
 const asked = process.argv.slice(2);
 const unknown = asked.filter((a) => !BENCHES.some(([n]) => n === a));
