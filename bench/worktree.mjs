@@ -16,7 +16,8 @@
 //   reported as unsupported where the file system has none;
 // - Forge, reuse (the default, `forge.worktree.dependencies` "reuse"): `forge run` of the demo plan
 //   on the checkout, from spawning the CLI to the engine's debug line "prompt accepted" for the
-//   coder's first session; the worktree's size then, beyond its tracked files, is the extra disk;
+//   coder's first session; the worktree's size then, beyond its tracked files, plus the loop's
+//   folder of installed dependencies (`<dataDir>/worktree-deps/<loop>`), is the extra disk;
 // - Forge, install (`forge.worktree.dependencies` "install"): the same with `npm ci` in the setup
 //   phase (network on, Forge's package cache, warm after the first run);
 // - Forge, no dependencies: the same repository without its lockfile (nothing to prepare), the
@@ -246,7 +247,8 @@ async function forgeRun(mode, i) {
   const result = await accepted;
   if (typeof result !== 'number') throw new Error(`forge run (${mode}) ended (exit ${result.exit}) before its first prompt was accepted:\n${tail.join('\n')}`);
   const worktree = path.join(dataDir, 'worktrees', name);
-  const extra = Math.max(0, usage(worktree).bytes - trackedBytes(repo));
+  // Beyond the tracked files: what the worktree holds, and the loop's installed folders, which Forge keeps outside it.
+  const extra = Math.max(0, usage(worktree).bytes - trackedBytes(repo)) + usage(path.join(dataDir, 'worktree-deps', name)).bytes;
   bench.waiting(`forge run ${name} to end after its cancel (SIGINT)`);
   process.kill(-child.pid, 'SIGINT');
   const ended = await Promise.race([new Promise((r) => child.once('exit', () => r(true))), new Promise((r) => setTimeout(() => r(false), 30_000))]);
