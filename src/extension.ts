@@ -179,6 +179,9 @@ function logRuntimeEvents(ctx: ForgeContext, log: ForgeLog): void {
           log.info(`${name}: setup ${event.status} ${event.step}${event.durationMs !== undefined ? ` (${(event.durationMs / 1000).toFixed(1)} s)` : ''}`);
           if (event.output && event.status === 'failed') log.warn(`${name}: setup output:\n${event.output}`);
           break;
+        case 'loop.setup_output':
+          log.debug(`${name}: setup | ${event.line}`);
+          break;
         case 'loop.ended':
           log.info(`${name}: ended ${event.status} (${typeof event.reason === 'string' ? event.reason : event.reason.kind}) after ${event.iterations} iterations`);
           // The notification with the next steps is loop-notices.ts's.

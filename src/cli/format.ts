@@ -57,6 +57,8 @@ export function formatEvent(e: LoopRuntimeEvent, json: boolean): string | null {
       if (e.step === 'setup') return `[${name}] setup: ${e.status === 'started' ? 'preparing the worktree' : e.status === 'passed' ? `the worktree is ready${time}` : `FAILED${time}`}`;
       return `[${name}] setup: ${e.status === 'started' ? '…' : e.status === 'passed' ? 'done' : 'FAILED'} ${e.step}${time}`;
     }
+    case 'loop.setup_output':
+      return `[${name}] setup | ${e.line}`;
     case 'loop.budget':
       // A pause's message starts "budget reached: …" itself.
       return e.level === 'paused' ? `[${name}] ${e.message}` : `[${name}] budget warning: ${e.message}`;

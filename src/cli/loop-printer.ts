@@ -26,12 +26,15 @@ export class LoopPrinter {
   }
 
   event(e: LoopRuntimeEvent): void {
+    if (e.type === 'loop.setup_output') {
+      // Streamed while the command runs, shown with --follow only.
+      const line = this.follow ? formatEvent(e, this.json) : null;
+      if (line) this.out(line);
+      return;
+    }
     if (this.follower && (e.type === 'loop.phase' || e.type === 'loop.ended' || e.type === 'loop.supervision_lost')) this.printFollow(this.follower.flush());
     const line = formatEvent(e, this.json);
     if (line) this.out(line);
-    if (this.follow && !this.json && e.type === 'loop.setup' && e.output && e.status !== 'started') {
-      for (const l of e.output.replace(/\s+$/, '').split('\n')) this.out(`[${e.loop.name}] setup | ${l}`);
-    }
   }
 
   private printFollow(lines: FollowLine[]): void {

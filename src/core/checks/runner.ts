@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 import { isSecretVariableName } from '../sandbox/host-shell';
 import { shellQuote } from '../sandbox/process';
 import type { SandboxRuntime } from '../sandbox/types';
@@ -25,6 +26,12 @@ export interface CheckCommandRequest {
   maxOutputBytes: number;
   /** Aborted when the loop is cancelled: the executor stops the command and everything it started. */
   signal?: AbortSignal;
+  /**
+   * The command's output as it comes (the setup phase streams it to `forge run --follow`). In a
+   * sandbox the whole output then crosses to the host, where the tail is kept; without it only the
+   * tail leaves the sandbox.
+   */
+  onOutput?: (text: string) => void;
 }
 
 export interface CheckCommandOutcome {
@@ -206,8 +213,13 @@ export function hostCheckExecutor(executorOptions: HostCheckExecutorOptions = {}
     let openStreams = 2;
     let streamsClosed!: () => void;
     const allStreamsClosed = new Promise<void>((resolve) => (streamsClosed = resolve));
+    const onOutput = request.onOutput;
     for (const stream of child ? [child.stdout!, child.stderr!] : []) {
-      stream.on('data', (chunk: Buffer) => tail.push(chunk));
+      const decoder = onOutput ? new StringDecoder('utf8') : undefined;
+      stream.on('data', (chunk: Buffer) => {
+        tail.push(chunk);
+        if (onOutput && decoder) onOutput(decoder.write(chunk));
+      });
       stream.once('close', () => {
         if (--openStreams === 0) streamsClosed();
       });
@@ -319,8 +331,23 @@ export function defaultCheckEnvironment(base: NodeJS.ProcessEnv = process.env): 
  */
 export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sandboxName: string): CheckExecutor {
   return async (request) => {
-    const script = `set -o pipefail; { bash -c -- ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
-    const running = runtime.exec(sandboxName, script, { cwd: request.cwd, timeoutMs: request.timeoutMs });
+    const streamed = request.onOutput ? new OutputTail(request.maxOutputBytes) : undefined;
+    const forward = request.onOutput;
+    const script = streamed
+      ? `{ bash -c -- ${shellQuote(request.command)}; } 2>&1`
+      : `set -o pipefail; { bash -c -- ${shellQuote(request.command)}; } 2>&1 | tail -c ${request.maxOutputBytes}`;
+    const running = runtime.exec(sandboxName, script, {
+      cwd: request.cwd,
+      timeoutMs: request.timeoutMs,
+      ...(streamed && forward
+        ? {
+            onOutput: (text: string) => {
+              streamed.push(Buffer.from(text, 'utf8'));
+              forward(text);
+            },
+          }
+        : {}),
+    });
     // SandboxExecOptions has no abort signal: a cancelled loop does not wait for its check. The
     // command is left to the sandbox's stop, which ends every command in it when the loop ends.
     const cancelled = request.signal ? abortedPromise(request.signal) : null;
@@ -330,8 +357,8 @@ export function sandboxCheckExecutor(runtime: Pick<SandboxRuntime, 'exec'>, sand
       return { exitCode: null, signal: null, timedOut: false, cancelled: true, outputTail: '', outputBytes: 0, outputTruncated: false };
     }
     const result = first;
-    const tail = new OutputTail(request.maxOutputBytes);
-    tail.push(Buffer.from(result.stdout + result.stderr, 'utf8'));
+    const tail = streamed ?? new OutputTail(request.maxOutputBytes);
+    if (!streamed) tail.push(Buffer.from(result.stdout + result.stderr, 'utf8'));
     return {
       exitCode: result.exitCode,
       signal: result.killed === 'memory-limit' ? 'SIGKILL' : null,

@@ -48,6 +48,8 @@ export interface SetupRunDeps {
   /** git in the user's checkout (for .worktreeinclude). */
   git(cwd: string, args: string[]): Promise<string>;
   onStep(step: SetupStep): void;
+  /** Each line a setup command prints, as it comes (the last one when the command ends). */
+  onOutputLine?(step: string, line: string): void;
   signal?: AbortSignal;
   now?: () => number;
 }
@@ -95,13 +97,16 @@ export async function runLoopSetup(state: WorktreeSetupState, deps: SetupRunDeps
     if (left <= 0) return fail(describeSetupFailure(command, { exitCode: null, timedOut: true, output: '' }, deps.where));
     deps.onStep({ step: command.label, status: 'started' });
     const cwd = command.dir === '' ? deps.worktreeDir : `${deps.worktreeDir}/${command.dir}`;
+    const lines = deps.onOutputLine ? outputLines((line) => deps.onOutputLine!(command.label, line)) : undefined;
     const outcome = await deps.exec({
       command: `${exports}; ${command.command}`,
       cwd,
       timeoutMs: left,
       maxOutputBytes: SETUP_OUTPUT_BYTES,
       ...(deps.signal ? { signal: deps.signal } : {}),
+      ...(lines ? { onOutput: lines.push } : {}),
     });
+    lines?.end();
     const output = outcome.outputTail;
     const passed = outcome.exitCode === 0 && !outcome.timedOut && !outcome.cancelled;
     deps.onStep({ step: command.label, status: passed ? 'passed' : 'failed', durationMs: now() - t0, output });
@@ -110,6 +115,23 @@ export async function runLoopSetup(state: WorktreeSetupState, deps: SetupRunDeps
   }
   const { message: _dropped, ...rest } = next;
   return { ...rest, status: 'done', durationMs: now() - started };
+}
+
+/** Splits streamed output into lines (a `\r` progress redraw ends a line too); `end` gives the rest. */
+export function outputLines(onLine: (line: string) => void): { push: (text: string) => void; end: () => void } {
+  let pending = '';
+  return {
+    push: (text) => {
+      pending += text;
+      const parts = pending.split(/\r\n|\n|\r/);
+      pending = parts.pop() ?? '';
+      for (const p of parts) if (p.trim() !== '') onLine(p);
+    },
+    end: () => {
+      if (pending.trim() !== '') onLine(pending);
+      pending = '';
+    },
+  };
 }
 
 /** A loop's stored setup, or undefined (a loop from before setups, or nothing to do). */
@@ -194,6 +216,7 @@ export async function runSetupPhase(deps: LoopSetupPhaseDeps, ref: LoopRef, sign
       sandboxed: loop.sandbox,
       git: (cwd, args) => createGitRunner().ok(cwd, args),
       onStep: (s) => deps.emit({ type: 'loop.setup', loop: ref, ...s }),
+      onOutputLine: (step, line) => deps.emit({ type: 'loop.setup_output', loop: ref, step, line }),
       ...(signal ? { signal } : {}),
     });
   } catch (error) {

@@ -117,6 +117,8 @@ export type LoopRuntimeEvent =
    * step `setup` stands for the whole phase.
    */
   | { type: 'loop.setup'; loop: LoopRef; step: string; status: 'started' | 'passed' | 'failed'; durationMs?: number; output?: string }
+  /** A line a setup command printed, as it ran (`forge run --follow` shows them). */
+  | { type: 'loop.setup_output'; loop: LoopRef; step: string; line: string }
   | {
       type: 'loop.ended';
       loop: LoopRef;

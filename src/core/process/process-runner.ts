@@ -9,6 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, existsSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 
 export interface StartProcessOptions {
   cwd?: string;
@@ -131,6 +132,8 @@ export interface RunProcessOptions {
   signal?: AbortSignal;
   /** Cap on captured output per stream, in bytes (the start is kept); default 16 MiB. */
   maxOutputBytes?: number;
+  /** Called with the output as it comes (decoded per stream, whole characters), beyond the cap too. */
+  onOutput?: (text: string, stream: 'stdout' | 'stderr') => void;
 }
 
 export interface ProcessResult extends ProcessExit {
@@ -188,13 +191,18 @@ export function collectProcess(started: StartedProcess, options: Omit<RunProcess
     const err: Buffer[] = [];
     let outBytes = 0;
     let errBytes = 0;
+    const onOutput = options.onOutput;
+    const outText = onOutput ? new StringDecoder('utf8') : undefined;
+    const errText = onOutput ? new StringDecoder('utf8') : undefined;
     child.stdout!.on('data', (b: Buffer) => {
       if (outBytes < max) out.push(outBytes + b.length > max ? b.subarray(0, max - outBytes) : b);
       outBytes += b.length;
+      if (onOutput && outText) onOutput(outText.write(b), 'stdout');
     });
     child.stderr!.on('data', (b: Buffer) => {
       if (errBytes < max) err.push(errBytes + b.length > max ? b.subarray(0, max - errBytes) : b);
       errBytes += b.length;
+      if (onOutput && errText) onOutput(errText.write(b), 'stderr');
     });
     const kill = () => {
       const signal = options.killSignal ?? 'SIGKILL';

@@ -327,6 +327,7 @@ export class BwrapRuntime implements SandboxRuntime {
         for (const handle of [child, child.stdin, child.stdout, child.stderr]) (handle as { ref?: () => void } | null)?.ref?.();
         child.stdin!.write(bwrapAheadRequest(cwd, command));
         const r = await collectProcess(waiting.started, {
+          ...(options.onOutput ? { onOutput: options.onOutput } : {}),
           ...(options.stdin !== undefined ? { input: options.stdin } : {}),
           ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
         });
@@ -337,6 +338,7 @@ export class BwrapRuntime implements SandboxRuntime {
       // --norc: bash would read ~/.bashrc when its stdin is a socket (as node's pipes are).
       return await runCommand(this.hostShell, ['--norc', '--noprofile', '-c', launch, 'forge-exec'], {
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FORGE_CWD: cwd, FORGE_COMMAND: command },
+        ...(options.onOutput ? { onOutput: options.onOutput } : {}),
         ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
         ...(options.stdin !== undefined ? { input: options.stdin } : {}),
       });

@@ -205,7 +205,7 @@ export class OciRuntime implements SandboxRuntime {
     this.workDir = options.workDir ?? path.join(os.tmpdir(), 'forge-sandbox-engine');
   }
 
-  private cli(args: string[], extra: { timeoutMs?: number; input?: string; keepStdinOpen?: boolean } = {}): Promise<RunResult> {
+  private cli(args: string[], extra: { timeoutMs?: number; input?: string; keepStdinOpen?: boolean; onOutput?: (text: string) => void } = {}): Promise<RunResult> {
     // Every time: a folder removed meanwhile would make the spawn fail with an ENOENT that reads
     // as a missing engine binary.
     mkdirSync(this.workDir, { recursive: true });
@@ -310,6 +310,7 @@ export class OciRuntime implements SandboxRuntime {
     const args = buildOciExecArgs(name, command, { cwd, env: { ...(options.env ?? {}), [OCI_EXEC_ID_VARIABLE]: execId }, withInput });
     const r = await this.cli(args, {
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+      ...(options.onOutput ? { onOutput: options.onOutput } : {}),
       ...(withInput ? { input: options.stdin } : { keepStdinOpen: true }),
     });
     if (r.exitCode !== null && r.exitCode !== 0 && isEngineRefusal(r.stderr)) {

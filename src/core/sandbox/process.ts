@@ -16,6 +16,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Cap on captured output per stream, in bytes. */
   maxOutputBytes?: number;
+  /** The output as it comes (see RunProcessOptions.onOutput). */
+  onOutput?: (text: string) => void;
 }
 
 export interface RunResult {
@@ -40,6 +42,7 @@ export async function runCommand(program: string, args: readonly string[], optio
     processGroup: true,
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     ...(options.maxOutputBytes !== undefined ? { maxOutputBytes: options.maxOutputBytes } : {}),
+    ...(options.onOutput ? { onOutput: options.onOutput } : {}),
   });
   return { exitCode: r.exitCode, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
 }

@@ -79,6 +79,8 @@ export interface SandboxExecOptions {
   timeoutMs?: number;
   /** Text written to the command's standard input. */
   stdin?: string;
+  /** The command's output (stdout and stderr) as it comes, to show it live; the result still holds it. */
+  onOutput?: (text: string) => void;
 }
 
 export interface SandboxExecResult {

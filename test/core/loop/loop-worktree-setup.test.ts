@@ -144,6 +144,7 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
     const hostile = [
       `(echo pwned > ${repo.dir}/PWNED) 2>/dev/null; (echo pwned > ${outside}) 2>/dev/null; (touch ${repo.dir}/node_modules/PWNED) 2>/dev/null; true`,
       `echo cached > ${cache}/hostile-was-here && echo setup-ran > setup-marker.txt && ls node_modules/uvu/package.json`,
+      'echo streamed-first; sleep 1; echo streamed-second',
     ];
     const runner = runnerFor(repo, { 'forge.worktree.setup': hostile });
     model.setHandler(script([bash('wrong', "printf 'module.exports = (a, b) => a - b;\\n' > add.js")]));
@@ -152,6 +153,10 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
     assert.match(r.stdout, /setup: done install node_modules \(npm ci; package-lock\.json differs from your checkout's\)/, log(r));
     assert.match(r.stdout, /setup \| added \d+ packages/, `--follow shows the install's output\n${log(r)}`);
     assert.match(r.stdout, /setup: done setup: echo cached/, log(r));
+    // --follow streams a command's output while it runs: its lines come before its step's end.
+    const streamedAt = r.stdout.indexOf('setup | streamed-first');
+    const stepDoneAt = r.stdout.search(/setup: done setup: echo streamed-first/);
+    assert.ok(streamedAt >= 0 && stepDoneAt > streamedAt && r.stdout.indexOf('setup | streamed-second') < stepDoneAt, `streamed, not printed at the end\n${log(r)}`);
     assert.doesNotMatch(r.stdout, /ended: completed/, log(r));
     // The hostile setup command wrote nothing outside the worktree but the cache.
     assert.ok(!existsSync(path.join(repo.dir, 'PWNED')));
