@@ -25,6 +25,25 @@ describe('process runner (real processes)', function () {
     assert.equal(big.exitCode, 0);
   });
 
+  it('hands the output over as it comes (whole characters, each stream), beyond the cap too', async () => {
+    const seen: string[] = [];
+    let firstAt = 0;
+    const started = Date.now();
+    // The first line arrives while the process still runs; "é" is written byte by byte across two writes.
+    const r = await runProcess('bash', ['-c', "echo first; sleep 0.5; printf '\\303'; sleep 0.1; printf '\\251\\n'; echo err >&2"], {
+      maxOutputBytes: 3,
+      onOutput: (text, stream) => {
+        if (seen.length === 0) firstAt = Date.now() - started;
+        seen.push(`${stream}:${text}`);
+      },
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, 'fir', 'the capture keeps its cap');
+    assert.equal(seen.filter((s) => s.startsWith('stdout:')).map((s) => s.slice(7)).join(''), 'first\né\n');
+    assert.deepEqual(seen.filter((s) => s.startsWith('stderr:')), ['stderr:err\n']);
+    assert.ok(firstAt < Date.now() - started - 400, `the first line came before the process ended (at ${firstAt} ms)`);
+  });
+
   it('at its time-out kills the whole group, a grandchild included, and says so', async () => {
     const r = await runProcess('sh', ['-c', 'sleep 60 & echo $!; wait'], { processGroup: true, timeoutMs: 300 });
     assert.equal(r.timedOut, true);
