@@ -530,7 +530,7 @@ async function saveScreenshot(page, artifactsDir, name, say) {
  * A small HTTP server on 127.0.0.1 through which a test inside the extension
  * host asks the harness for things only the browser side can do: a screenshot
  * of the workbench page (POST /screenshot), driving it as a user does (POST
- * /workbench/<command|quick-input|notification|texts>, workbench-driver.mjs), and the problem counts the
+ * /workbench/<command|quick-input|notification|texts|comment-form>, workbench-driver.mjs), and the problem counts the
  * workbench shows (POST /problems: what reached its marker service, which the
  * extension host's own API cannot tell). A random token in the path keeps
  * other local processes from driving it by accident.

@@ -109,6 +109,34 @@ export async function workbenchProblemCounts(page) {
   return { label, errors: count('Errors'), warnings: count('Warnings'), infos: count('Infos') };
 }
 
+/**
+ * Types `text` into the comment form the workbench shows (after *Comments: Add Comment on Current
+ * Selection* or a click on the gutter's "+") and clicks its button labelled `button`, as a user
+ * does. Returns the labels of the form's buttons.
+ */
+export async function submitCommentForm(page, { text, button, timeoutMs = 30_000 }) {
+  if (typeof text !== 'string' || text === '' || typeof button !== 'string' || button === '') throw new Error('comment-form needs "text" and "button"');
+  const form = page.locator('.review-widget .comment-form:visible').last();
+  await form.waitFor({ timeout: timeoutMs }).catch(() => {
+    throw new Error(`no comment form shown within ${timeoutMs / 1000} s`);
+  });
+  // The form's input is a small Monaco editor (older workbenches: a textarea).
+  await form.locator('.monaco-editor, textarea').first().click();
+  await page.keyboard.type(text);
+  // The form's actions (the controller's `comments/commentThread/context` commands) are buttons of
+  // the widget around the form.
+  const widget = page.locator('.review-widget:visible').last();
+  const target = widget.locator('.monaco-button, .action-label', { hasText: button }).first();
+  const shown = await target.waitFor({ timeout: 10_000 }).then(() => true, () => false);
+  const buttons = (await widget.locator('.monaco-button, .action-label').allTextContents()).map((t) => t.trim()).filter(Boolean);
+  if (!shown) {
+    const html = (await widget.innerHTML().catch(() => '')).replace(/\s+/g, ' ').slice(0, 3000);
+    throw new Error(`the comment form has no button "${button}" (buttons: ${buttons.join(' | ')}); widget: ${html}`);
+  }
+  await target.click();
+  return { buttons };
+}
+
 /** Requests of the control server's `/workbench/<what>` route: the first window, driven as above. */
 export function workbenchRequests(getPage) {
   const page = () => {
@@ -121,5 +149,6 @@ export function workbenchRequests(getPage) {
     'quick-input': async (body) => answerQuickInput(page(), body),
     notification: async (body) => answerNotification(page(), body),
     texts: async ({ selector }) => ({ texts: await elementTexts(page(), selector) }),
+    'comment-form': async (body) => submitCommentForm(page(), body),
   };
 }

@@ -89,9 +89,10 @@ export async function requestWorkbenchProblems(): Promise<WorkbenchProblemCounts
  * Drives the first workbench window as a user does (test/vscode/workbench-driver.mjs):
  * `command` `{ title }` (the palette), `quick-input` `{ expect, pick | value }` (answers the quick
  * pick or input box showing `expect`), `notification` `{ contains, button? }` (waits for a toast,
- * clicks a button), `texts` `{ selector }` (the text of parts of the workbench).
+ * clicks a button), `texts` `{ selector }` (the text of parts of the workbench), `comment-form`
+ * `{ text, button }` (types into the comment form shown and clicks its button).
  */
-export async function requestWorkbench<T = Record<string, unknown>>(what: 'command' | 'quick-input' | 'notification' | 'texts', body: Record<string, unknown>): Promise<T> {
+export async function requestWorkbench<T = Record<string, unknown>>(what: 'command' | 'quick-input' | 'notification' | 'texts' | 'comment-form', body: Record<string, unknown>): Promise<T> {
   const { controlUrl } = harnessInfo();
   if (!controlUrl) throw new Error('This extension host was not started by the code-server harness: it cannot drive the workbench.');
   const response = await fetch(`${controlUrl}/workbench/${what}`, {

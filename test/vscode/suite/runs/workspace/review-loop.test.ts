@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { forgeAgentOf, text, toolCall, type ScriptStep } from '../../../../support/scripted-model';
 import { calledTools, disposeForgeTestEnvironment, forgeApi, forgeTestEnvironment, reportFailuresEarly, MOCK_MODEL, waitFor } from '../../forge-test-kit';
-import { harnessInfo, requestScreenshot } from '../../support/harness';
+import { harnessInfo, requestScreenshot, requestWorkbench } from '../../support/harness';
 
 const PLAN = `# Review note
 Loop Name: review-note
@@ -29,7 +29,6 @@ describe('Forge: Review Loop — comments are findings, sent back, resolved, acc
   let pass = 1;
   let findingId = 0;
   const planFile = join(harnessInfo().workspaceFolder, 'review-note-plan.md');
-  const testComments = vscode.comments.createCommentController('forge-test.review', 'test');
 
   before(async () => {
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
@@ -56,7 +55,6 @@ describe('Forge: Review Loop — comments are findings, sent back, resolved, acc
     // The diff editors and the Problems panel this test opened would shrink the next test file's dashboard.
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     await vscode.commands.executeCommand('workbench.action.closePanel');
-    testComments.dispose();
     await rm(planFile, { force: true });
     await vscode.workspace.getConfiguration('forge').update('openWorktree', undefined, vscode.ConfigurationTarget.Global);
     await disposeForgeTestEnvironment();
@@ -78,12 +76,25 @@ describe('Forge: Review Loop — comments are findings, sent back, resolved, acc
     assert.ok(review.detail!.files >= 1, 'the loop changed files');
     assert.ok((await requestScreenshot('review-loop-1-diff')).endsWith('.png'));
 
-    // What the Comments UI hands the submit action: the new thread on the line, and the text.
-    const thread = testComments.createCommentThread(file, new vscode.Range(0, 0, 0, 0), []);
-    const added = await vscode.commands.executeCommand<{ status: string; detail?: { id: number; file: string; line: number; severity: string } }>('forge.review.comment', { thread, text: COMMENT });
-    assert.equal(added.status, 'done', JSON.stringify(added));
-    assert.deepEqual({ ...added.detail, id: 0 }, { id: 0, loop: 'review-note', file: 'review-note.txt', line: 1, lineEnd: null, severity: 'bug' });
-    findingId = added.detail!.id;
+    // Through the Comments UI, as a user: the cursor on the changed line, Comments: Add Comment on
+    // Current Selection, the text typed into Forge's comment form and its "Add Comment (bug)" button.
+    await vscode.window.showTextDocument(file, { selection: new vscode.Range(0, 0, 0, 0) });
+    // The command shows once the workbench has asked Forge's controller for the editor's commenting ranges.
+    await waitFor('Comments: Add Comment on Current Selection in the palette', async () => {
+      try {
+        await requestWorkbench('command', { title: 'Comments: Add Comment on Current Selection' });
+        return true;
+      } catch {
+        await vscode.commands.executeCommand('workbench.action.closeQuickOpen');
+        await vscode.window.showTextDocument(file, { selection: new vscode.Range(0, 0, 0, 0) });
+        return false;
+      }
+    }, 30_000, 1_000);
+    const form = await requestWorkbench<{ buttons: string[] }>('comment-form', { text: COMMENT, button: 'Add Comment (bug)' });
+    assert.ok(form.buttons.includes('Add as Warning') || form.buttons.some((b) => /Warning/.test(b)), `the form offers both severities: ${form.buttons.join(' | ')}`);
+    const added = await waitFor('the comment stored as a finding of the user', () => engine().review.list(ref!).find((f) => f.description === COMMENT), 60_000, 300);
+    assert.deepEqual({ file: added.file, line: added.line, severity: added.severity, source: added.source, status: added.status }, { file: 'review-note.txt', line: 1, severity: 'bug', source: 'user', status: 'open' });
+    findingId = added.id;
     const diagnostic = await waitFor('the comment in the Problems view', () => vscode.languages.getDiagnostics(file).find((d) => d.message.includes(COMMENT)), 60_000, 300);
     assert.equal(diagnostic.severity, vscode.DiagnosticSeverity.Error);
     await vscode.window.showTextDocument(file);
