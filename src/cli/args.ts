@@ -2,11 +2,13 @@
  * Command-line grammar of `forge`. Pure: argv in, a typed command or a usage error out.
  */
 import { parseArgs } from 'node:util';
-import type { TerminationReason } from '../core/loop/state';
 import { capProblem } from '../core/groups/feature-split';
 import { MAX_GROUP_CONCURRENCY, MIN_GROUP_CONCURRENCY } from '../core/vocabulary/group-vocabulary';
 import { editDistance } from '../core/config/settings';
 import { parseCommentTarget } from '../core/review/review-decisions';
+
+// The exit codes live beside the parser's callers' other vocabulary; re-exported for them.
+export { EXIT, exitCodeFor } from './exit-codes';
 
 /** The commands of `forge` (their help: help.ts). */
 export const VERBS = ['run', 'check', 'goal', 'plan', 'group', 'status', 'findings', 'review', 'accept', 'cancel', 'tell', 'restart', 'completion', 'help'] as const;
@@ -570,53 +572,4 @@ function runOptions(v: Record<string, string | boolean | undefined>): Omit<RunOp
     follow: v.follow === true,
     noHandover: v['no-handover'] === true,
   };
-}
-
-export const EXIT = {
-  completed: 0,
-  internal: 1,
-  badInput: 2,
-  cancelled: 3,
-  maxIterations: 4,
-  stalled: 5,
-  agentFailure: 6,
-  worktreeFailure: 7,
-  opencodeFailure: 8,
-  supervisionLost: 9,
-  budgetPaused: 10,
-  setupFailed: 11,
-  /** The coder answered the user's review; the loop waits for the user (forge review NAME). */
-  awaitingReview: 12,
-} as const;
-
-export function exitCodeFor(reason: TerminationReason): number {
-  switch (reason.kind) {
-    case 'completed':
-      return EXIT.completed;
-    case 'cancelled':
-    case 'user_aborted':
-    case 'shutdown':
-      return EXIT.cancelled;
-    case 'max_iterations':
-      return EXIT.maxIterations;
-    case 'stall_timeout':
-      return EXIT.stalled;
-    case 'error_max_retries':
-    case 'model_stream_malformed':
-    case 'audit_retry_exhausted':
-    case 'final_audit_retry_exhausted':
-    case 'coding_no_assistant':
-      return EXIT.agentFailure;
-    case 'missing_worktree_dir':
-    case 'worktree_failed':
-      return EXIT.worktreeFailure;
-    case 'session_creation_failed':
-      return EXIT.opencodeFailure;
-    case 'budget_reached':
-      return EXIT.budgetPaused;
-    case 'setup_failed':
-      return EXIT.setupFailed;
-    case 'awaiting_review':
-      return EXIT.awaitingReview;
-  }
 }
