@@ -137,7 +137,7 @@ export function buildFeatureNode(group: FeatureGroupView, feature: GroupFeatureV
 
 /** A feature's loop under its group: the loop node, with where the feature stands in the merge queue. */
 export function buildFeatureLoopNode(group: FeatureGroupView, feature: GroupFeatureView, summary: LoopSummary): LoopNode {
-  const node = buildLoopNode(summary);
+  const node = buildLoopNode(summary, { inGroup: true });
   if (!feature.merge) return node;
   return { ...node, description: [node.description, featureMergeText(feature.merge)].filter(Boolean).join(' · '), tooltipNotes: featureMergeDetail(group, feature.merge) };
 }

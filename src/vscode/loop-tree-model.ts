@@ -302,14 +302,18 @@ function statusText(summary: LoopSummary): string {
   return `${loop.status}${reason}`;
 }
 
-export function buildLoopNode(summary: LoopSummary): LoopNode {
+/**
+ * `inGroup`: a feature loop shown under its group, which tells and resumes it (group-notifications.ts):
+ * no "waits for you" mark of its own.
+ */
+export function buildLoopNode(summary: LoopSummary, options: { inGroup?: boolean } = {}): LoopNode {
   const { loop } = summary;
   const live = isLive(loop.status);
   const parts: string[] = [];
   parts.push(live ? (phaseLabel(loop.phase)) : loop.status === 'completed' ? vscode.l10n.t('completed') : (loop.terminationReason ?? loop.status));
   // A loop that waits for the user is marked, with the steps that fit (issue 29 item 7).
   const next = nextStepsOfSummary(summary);
-  if (next.waiting) parts.push(vscode.l10n.t('● waits for you: {0}', next.steps.map((s) => nextStepLabel(s.id)).join(', ')));
+  if (next.waiting && !options.inGroup) parts.push(vscode.l10n.t('● waits for you: {0}', next.steps.map((s) => nextStepLabel(s.id)).join(', ')));
   parts.push(vscode.l10n.t('iter {0}', loop.iteration));
   const section = sectionFraction(loop);
   if (section) parts.push(`§${section}`);

@@ -135,7 +135,9 @@ export class ForgeStatusBar implements vscode.Disposable {
     this.sandboxItem.color = undefined;
     this.sandboxItem.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
 
-    const waiting = this.model.summaries().filter((s) => nextStepsOfSummary(s).waiting).map((s) => s.loop.name);
+    // A feature group's loops are the group's to tell and resume (as the notices do).
+    const inGroups = new Set(this.model.groups().flatMap((g) => g.features.flatMap((f) => (f.loopName ? [`${g.ref.projectId}/${f.loopName}`] : []))));
+    const waiting = this.model.summaries().filter((s) => nextStepsOfSummary(s).waiting && !inGroups.has(`${s.loop.projectId}/${s.loop.name}`)).map((s) => s.loop.name);
     const loops = loopsItemView(live.length, waiting);
     this.runningItem.text = loops.text;
     this.runningItem.tooltip = loops.tooltip;
