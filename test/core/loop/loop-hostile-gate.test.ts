@@ -17,38 +17,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { createCliRunner, ensureCliBuilt } from '../../support/cli-runner';
 import { createTestRepository } from '../../support/git-repo';
-import { createLoopHarness, REPO_ROOT, roleOf, type AgentRole, type LoopHarness } from '../../support/loop-harness';
+import { createLoopHarness, REPO_ROOT, type LoopHarness } from '../../support/loop-harness';
 import { MOCK_MODEL, writeOpencodeTestEnvironment } from '../../support/opencode-test-env';
+import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
-import { startScriptedModel, text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
+import { startScriptedModel } from '../../support/scripted-model';
 
-let callCounter = 0;
-function bash(id: string, command: string): ScriptStep {
-  return toolCalls([{ id: `${id}-${++callCounter}`, name: 'bash', args: { command, description: id } }]);
-}
-const coderHandoff = () => toolCall('forge_loop_handoff', { decisions: 'done', verification: 'all green', notesForAuditor: '' });
-const auditorApproves = () => toolCall('forge_loop_handoff', { summary: 'approved', done: true, deviations: '', followUps: '' });
-
-/** A model whose first coder session runs `firstCoder`, every later coder session only hands off, and every auditor approves. */
-function hostileScript(firstCoder: ScriptStep[]): (request: ScriptedRequest) => ScriptStep {
-  const sessions = new Map<string, { role: AgentRole; turn: number; nth: number }>();
-  let coders = 0;
-  return (request) => {
-    const sid = request.sessionId ?? 'unknown';
-    let s = sessions.get(sid);
-    if (!s) {
-      const role = roleOf(request);
-      s = { role, turn: 0, nth: role === 'code' ? ++coders : 0 };
-      sessions.set(sid, s);
-    }
-    const turn = s.turn++;
-    if (s.role === 'code') {
-      const steps = s.nth === 1 ? [...firstCoder, coderHandoff()] : [coderHandoff()];
-      return steps[turn] ?? text('Done.');
-    }
-    return turn === 0 ? auditorApproves() : text('Done.');
-  };
-}
 
 /** Every process running `sleep <seconds>` (a check's unique never-ending command). */
 function processesRunning(needle: string): number[] {
@@ -89,7 +63,7 @@ describe('hostile coders against the verification gate (real opencode, real git,
   });
 
   it('a named pipe where a contains: assertion reads fails with a clear message, a never-ending check ends at the timeout; the loop does not complete', async () => {
-    h.model.setHandler(hostileScript([bash('fifo', 'rm notes.txt && mkfifo notes.txt && ls -l notes.txt; echo "confined=${FORGE_SANDBOX:-no} rc=$?"')]));
+    h.model.setHandler(firstCoderActsScript([bashCall('fifo', 'rm notes.txt && mkfifo notes.txt && ls -l notes.txt; echo "confined=${FORGE_SANDBOX:-no} rc=$?"')]));
     const started = await h.engine.runtime.start({
       kind: 'goal',
       repoPath: h.repo.dir,
@@ -121,7 +95,7 @@ describe('hostile coders against the verification gate (real opencode, real git,
 
   it('work hidden in an ignored file passes in the worktree, but the loop does not complete: the committed work fails the check', async () => {
     h.model.setHandler(
-      hostileScript([bash('hide', "printf 'module.exports = (a, b) => a + b;\\n' > add.js && echo add.js >> .gitignore && node test.js; echo \"rc=$?\"")]),
+      firstCoderActsScript([bashCall('hide', "printf 'module.exports = (a, b) => a + b;\\n' > add.js && echo add.js >> .gitignore && node test.js; echo \"rc=$?\"")]),
     );
     const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write add.js', name: 'hostile-ignored', maxIterations: 2, merge: 'never', checks: { check: ['node test.js', 'test "$FORGE_SANDBOX" = 1 && test ! -e add.js'] } });
     const end = await h.engine.runtime.waitForEnd(started);
@@ -146,7 +120,7 @@ describe('hostile coders against the verification gate (real opencode, real git,
   });
 
   it('a weakened test script passes npm test, but the loop does not complete: the finding names the change', async () => {
-    h.model.setHandler(hostileScript([bash('weaken', `sed -i 's/"test": "node test.js"/"test": "exit 0"/' package.json && grep '"test"' package.json && npm test; echo "rc=$?"`)]));
+    h.model.setHandler(firstCoderActsScript([bashCall('weaken', `sed -i 's/"test": "node test.js"/"test": "exit 0"/' package.json && grep '"test"' package.json && npm test; echo "rc=$?"`)]));
     const started = await h.engine.runtime.start({ kind: 'goal', repoPath: h.repo.dir, goal: 'Write add.js', name: 'hostile-weaken', maxIterations: 2, merge: 'never', checks: { check: ['npm test'] } });
     const end = await h.engine.runtime.waitForEnd(started);
     const loop = h.engine.runtime.get(started)!;
@@ -183,7 +157,7 @@ describe('forge cancel on a loop waiting on a never-ending check (real CLI proce
     const runner = createCliRunner({ cliPath, env: env.env, commonArgs: ['--data-dir', path.join(work, 'data'), '--repo', repo.dir], settings: { 'forge.loop.stallTimeoutMs': 300_000 } });
     const needle = `sleep ${86_400 + Math.floor(Math.random() * 1000)}`;
     try {
-      model.setHandler(hostileScript([]));
+      model.setHandler(firstCoderActsScript([]));
       const a = runner.start(['goal', 'Do nothing', '--name', 'hang', '--model', MOCK_MODEL, '--check', needle]);
       const deadline = Date.now() + 5 * 60_000;
       while (processesRunning(needle).length === 0) {

@@ -16,36 +16,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/cli-runner';
 import { createTestRepository, type TestRepository } from '../../support/git-repo';
-import { REPO_ROOT, roleOf, type AgentRole } from '../../support/loop-harness';
+import { REPO_ROOT } from '../../support/loop-harness';
 import { MOCK_MODEL, writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
 import { ensureUvuFixture, installNodeModulesInto, makeVenv, pythonPrereqs, type NpmFixture } from '../../support/project-fixtures';
+import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
-import { startScriptedModel, text, toolCall, toolCalls, type ScriptedModel, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
+import { startScriptedModel, type ScriptedModel } from '../../support/scripted-model';
 
-let callCounter = 0;
-function bash(id: string, command: string): ScriptStep {
-  return toolCalls([{ id: `${id}-${++callCounter}`, name: 'bash', args: { command, description: id } }]);
-}
-const coderHandoff = () => toolCall('forge_loop_handoff', { decisions: 'done', verification: 'ran the tests', notesForAuditor: '' });
-const auditorApproves = () => toolCall('forge_loop_handoff', { summary: 'approved', done: true, deviations: '', followUps: '' });
-
-/** The first coder session runs `firstCoder`, later ones only hand off; every auditor approves. */
-function script(firstCoder: ScriptStep[]): (request: ScriptedRequest) => ScriptStep {
-  const sessions = new Map<string, { role: AgentRole; turn: number; nth: number }>();
-  let coders = 0;
-  return (request) => {
-    const sid = request.sessionId ?? 'unknown';
-    let s = sessions.get(sid);
-    if (!s) {
-      const role = roleOf(request);
-      s = { role, turn: 0, nth: role === 'code' ? ++coders : 0 };
-      sessions.set(sid, s);
-    }
-    const turn = s.turn++;
-    if (s.role === 'code') return [...(s.nth === 1 ? firstCoder : []), coderHandoff()][turn] ?? text('Done.');
-    return turn === 0 ? auditorApproves() : text('Done.');
-  };
-}
 
 const UVU_TEST = [
   "const { test } = require('uvu');",
@@ -112,9 +89,9 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
     const repo = await npmProject();
     const runner = runnerFor(repo);
     model.setHandler(
-      script([
-        bash('hack', 'touch node_modules/uvu/HACKED; echo "touch rc=$?"; rm -rf node_modules/uvu; echo "rm rc=$?"; ls node_modules/uvu/package.json'),
-        bash('work', "printf 'module.exports = (a, b) => a + b;\\n' > add.js && npm test"),
+      firstCoderActsScript([
+        bashCall('hack', 'touch node_modules/uvu/HACKED; echo "touch rc=$?"; rm -rf node_modules/uvu; echo "rm rc=$?"; ls node_modules/uvu/package.json'),
+        bashCall('work', "printf 'module.exports = (a, b) => a + b;\\n' > add.js && npm test"),
       ]),
     );
     const r = await runner.run(['goal', 'Make add.js add', '--name', 'reuse', '--model', MOCK_MODEL, '--max-iterations', '2', '--check', 'npm test'], { timeoutMs: 8 * 60_000 });
@@ -147,7 +124,7 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
       'echo streamed-first; sleep 1; echo streamed-second',
     ];
     const runner = runnerFor(repo, { 'forge.worktree.setup': hostile });
-    model.setHandler(script([bash('wrong', "printf 'module.exports = (a, b) => a - b;\\n' > add.js")]));
+    model.setHandler(firstCoderActsScript([bashCall('wrong', "printf 'module.exports = (a, b) => a - b;\\n' > add.js")]));
     const r = await runner.run(['goal', 'Make add.js add', '--name', 'install', '--model', MOCK_MODEL, '--max-iterations', '1', '--check', 'npm test', '--follow'], { timeoutMs: 8 * 60_000 });
     assert.notEqual(r.code, 0, log(r));
     assert.match(r.stdout, /setup: done install node_modules \(npm ci; package-lock\.json differs from your checkout's\)/, log(r));
@@ -181,7 +158,7 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
     repos.push(repo);
     makeVenv(path.join(repo.dir, '.venv'));
     const runner = runnerFor(repo);
-    model.setHandler(script([bash('work', "printf 'def add(a, b):\\n    return a + b\\n' > add.py && .venv/bin/python -m pytest -q -p no:cacheprovider")]));
+    model.setHandler(firstCoderActsScript([bashCall('work', "printf 'def add(a, b):\\n    return a + b\\n' > add.py && .venv/bin/python -m pytest -q -p no:cacheprovider")]));
     const args = ['goal', 'Make add add', '--name', 'python', '--model', MOCK_MODEL, '--max-iterations', '2', '--follow', '--check', '.venv/bin/python -m pytest -q -p no:cacheprovider'];
     const failed = await runner.run(args, { timeoutMs: 8 * 60_000 });
     assert.equal(failed.code, 11, log(failed));
