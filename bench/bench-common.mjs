@@ -1,7 +1,9 @@
 // Shared by the benchmarks: command-line options, medians and percentiles, the machine's load,
 // and the run's frame (benchRun): an overall time-out, a progress line per step on stderr, and an
 // end that says which step waited for what instead of hanging.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import path from 'node:path';
 
 export const numberArg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -119,4 +121,29 @@ export function benchRun(name, limits) {
       process.stderr.write(`${name}: done in ${elapsed()}${quick ? ' (quick mode: figures not representative)' : ''}, load ${loadNow()}\n`);
     },
   };
+}
+
+/**
+ * An isolated opencode "machine" under `envRoot` for benchmarks that run `forge` CLIs: HOME and the
+ * XDG folders there, a user configuration that names no model (so each CLI starts Forge's embedded
+ * one), opencode's one-time plugin install seeded by `seed(configDir)` (test/support/
+ * opencode-config-seed.ts). Returns the CLIs' environment (engine debug lines on, no Forge or
+ * opencode setting of the caller's) and whether the seeding worked.
+ */
+export async function isolatedOpencodeEnvironment(envRoot, seed) {
+  const home = {
+    HOME: path.join(envRoot, 'home'),
+    XDG_CONFIG_HOME: path.join(envRoot, 'config'),
+    XDG_DATA_HOME: path.join(envRoot, 'data'),
+    XDG_CACHE_HOME: path.join(envRoot, 'cache'),
+    XDG_STATE_HOME: path.join(envRoot, 'state'),
+  };
+  for (const d of Object.values(home)) mkdirSync(d, { recursive: true });
+  const configDir = path.join(home.XDG_CONFIG_HOME, 'opencode');
+  mkdirSync(configDir, { recursive: true });
+  writeFileSync(path.join(configDir, 'opencode.json'), JSON.stringify({ $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled' }, null, 2));
+  const seeded = await seed(configDir);
+  const env = { ...process.env, ...home, FORGE_LOG: 'debug' };
+  for (const k of ['FORGE_MODEL', 'FORGE_DATA_DIR', 'FORGE_SETTINGS', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_CONTENT', 'OPENCODE_CONFIG_DIR']) delete env[k];
+  return { env, seeded };
 }

@@ -243,7 +243,7 @@ async function main() {
   const { performance } = await import('node:perf_hooks');
   const { fileURLToPath } = await import('node:url');
   const { register } = await import('tsx/esm/api');
-  const { benchRun, loadNow, median, numberArg } = await import('./bench-common.mjs');
+  const { benchRun, isolatedOpencodeEnvironment, loadNow, median, numberArg } = await import('./bench-common.mjs');
   const bench = benchRun('bench:parallel', { timeoutS: 4 * 3600, quickTimeoutS: 300 });
   bench.step('load the modules');
 
@@ -387,23 +387,10 @@ async function main() {
   // An isolated opencode "machine": no model named anywhere, so each CLI starts the embedded one.
   const envRoot = mkdtempSync(path.join(os.tmpdir(), 'forge-bench-parallel-env-'));
   dirs.add(envRoot);
-  const ocEnv = {
-    HOME: path.join(envRoot, 'home'),
-    XDG_CONFIG_HOME: path.join(envRoot, 'config'),
-    XDG_DATA_HOME: path.join(envRoot, 'data'),
-    XDG_CACHE_HOME: path.join(envRoot, 'cache'),
-    XDG_STATE_HOME: path.join(envRoot, 'state'),
-  };
-  for (const d of Object.values(ocEnv)) mkdirSync(d, { recursive: true });
-  const configDir = path.join(ocEnv.XDG_CONFIG_HOME, 'opencode');
-  mkdirSync(configDir, { recursive: true });
-  writeFileSync(path.join(configDir, 'opencode.json'), JSON.stringify({ $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled' }, null, 2));
   // opencode's one-time plugin install in a fresh home, done once and kept (as the tests do).
   bench.step("seed opencode's plugin install in the bench's home");
-  const seeded = await seedOpencodeConfigDependencies(configDir);
+  const { env: baseEnv, seeded } = await isolatedOpencodeEnvironment(envRoot, seedOpencodeConfigDependencies);
   if (!seeded) console.error('opencode\'s plugin install could not be seeded: the first opencode start installs it (the warm-up loop pays for it).');
-  const baseEnv = { ...process.env, ...ocEnv, FORGE_LOG: 'debug' };
-  for (const k of ['FORGE_MODEL', 'FORGE_DATA_DIR', 'FORGE_SETTINGS', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_CONTENT', 'OPENCODE_CONFIG_DIR']) delete baseEnv[k];
 
   const gitEnv = { ...process.env, GIT_AUTHOR_NAME: 'Forge Bench', GIT_AUTHOR_EMAIL: 'bench@forge.invalid', GIT_COMMITTER_NAME: 'Forge Bench', GIT_COMMITTER_EMAIL: 'bench@forge.invalid' };
   /** A fresh sample repository (as `npm run demo` makes), the demo plan and an empty data folder. */

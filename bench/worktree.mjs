@@ -35,7 +35,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, lstatSync, rmSync, wri
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchRun, flagArg, loadNow, median, numberArg } from './bench-common.mjs';
+import { benchRun, flagArg, isolatedOpencodeEnvironment, loadNow, median, numberArg } from './bench-common.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bench = benchRun('bench:worktree', { timeoutS: 3600, quickTimeoutS: 600 });
@@ -193,25 +193,11 @@ const MODES = {
   reuse: { repo: withDeps, settings: { 'forge.worktree.dependencies': 'reuse' } },
   install: { repo: withDeps, settings: { 'forge.worktree.dependencies': 'install' } },
 };
-const envRoot = path.join(work, 'machine');
-const ocEnv = {
-  HOME: path.join(envRoot, 'home'),
-  XDG_CONFIG_HOME: path.join(envRoot, 'config'),
-  XDG_DATA_HOME: path.join(envRoot, 'data'),
-  XDG_CACHE_HOME: path.join(envRoot, 'cache'),
-  XDG_STATE_HOME: path.join(envRoot, 'state'),
-};
-for (const d of Object.values(ocEnv)) mkdirSync(d, { recursive: true });
-const configDir = path.join(ocEnv.XDG_CONFIG_HOME, 'opencode');
-mkdirSync(configDir, { recursive: true });
-writeFileSync(path.join(configDir, 'opencode.json'), JSON.stringify({ $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled' }, null, 2));
 bench.step("seed opencode's plugin install in the bench's home");
 const { register } = await import('tsx/esm/api');
 register();
 const { seedOpencodeConfigDependencies } = await import(path.join(root, 'test/support/opencode-config-seed.ts'));
-await seedOpencodeConfigDependencies(configDir);
-const baseEnv = { ...process.env, ...ocEnv, FORGE_LOG: 'debug' };
-for (const k of ['FORGE_MODEL', 'FORGE_DATA_DIR', 'FORGE_SETTINGS', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_CONTENT', 'OPENCODE_CONFIG_DIR']) delete baseEnv[k];
+const { env: baseEnv } = await isolatedOpencodeEnvironment(path.join(work, 'machine'), seedOpencodeConfigDependencies);
 const plan = path.join(work, 'plan.md');
 copyFileSync(path.join(root, 'scripts/demo/plan.md'), plan);
 // One data folder for every run, as a user's: Forge's package cache in it stays warm between runs.
