@@ -11,7 +11,10 @@
  *   whatever the loop's status: it may be restarting the loop; another forge process on the same
  *   data folder keeps its own),
  * - a merge worktree or merge-check sandbox is owned by the process named in its owner record
- *   (owner-records.ts), alive unless provably dead (same machine, pid gone or reused).
+ *   (owner-records.ts), alive unless provably dead (same machine, pid gone or reused),
+ * - so is every sandbox and process cgroup of a loop: its record outranks the loop rows, which are
+ *   a snapshot (a loop that ended, released its lease and was restarted in a new sandbox of the
+ *   same name reads as unowned in a snapshot taken in between).
  * It never touches the database, a loop's worktree or branch, or another data folder's resources
  * (their names carry another prefix), so a read-only command stays read-only for data.
  */

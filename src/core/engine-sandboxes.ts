@@ -96,7 +96,18 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     }
     return m;
   }
-  const sandboxManagerFor = (driver: SandboxDriverName) => managerIn(sandboxManagers, driver, sandboxPrefix, isRunningAnywhere);
+  /**
+   * The process that made a sandbox or a process cgroup owns it: a loop's (its sandbox, an
+   * unconfined loop's cgroup), a merge's or a gate's checks, a setup. Another process's start-up
+   * cleanup reads the loops from a database snapshot that may predate the owner's last write (a
+   * loop ended, its lease released, then restarted in a new sandbox of the same name), so it
+   * never removes what a live owner recorded, whatever the snapshot says.
+   */
+  const scratchOwnersDir = join(dataDir, 'owners', 'sandboxes');
+  const scratchOwnerFile = (sandboxName: string) => join(scratchOwnersDir, `${sandboxName}.json`);
+  const ownedByLiveProcess = (sandboxName: string) => ownerState(scratchOwnerFile(sandboxName)) === 'alive';
+  const sandboxManagerFor = (driver: SandboxDriverName) =>
+    managerIn(sandboxManagers, driver, sandboxPrefix, (name) => isRunningAnywhere(name) || ownedByLiveProcess(`${sandboxPrefix}${name}`));
   let driverResolution: { setting: string; result: Promise<DriverResolution> } | undefined;
   /**
    * The driver `forge.sandbox.driver` picks now. Resolved again whenever the setting
@@ -202,6 +213,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     const name = hostName(loop);
     let t = hostTracking.get(name);
     if (!t || !('procsFiles' in t.tracked)) {
+      await writeOwnerRecord(scratchOwnerFile(name));
       t = { marker: t?.marker ?? randomBytes(12).toString('hex'), tracked: await hostCgroups.track(name) };
       hostTracking.set(name, t);
     }
@@ -239,12 +251,14 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       }
       if (t) signalMarkedProcesses(LOOP_PROCESS_MARKER_VARIABLE, t.marker, 'SIGKILL');
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
+      await removeOwnerRecord(scratchOwnerFile(name));
     },
     async prepare(loop, extras, resume) {
       const notices: string[] = [];
       const config = await loopSandboxConfig(loop, notices);
       const m = sandboxManagerFor(config.driver);
       const request = sandboxRequest(loop, extras, config);
+      await writeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name)));
       try {
         const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
         const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
@@ -259,7 +273,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {
-          await m.stop(loop.name).catch(() => undefined);
+          await m.stop(loop.name).then(() => removeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name))), () => undefined);
           await removeOpencodeSandboxShims(shimRoot, m.sandboxName(loop.name)).catch(() => undefined);
         }
         throw error;
@@ -296,6 +310,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       let stopError: unknown;
       try {
         await m.stop(loop.name);
+        await removeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name)));
       } catch (error) {
         stopError = error;
       }
@@ -327,9 +342,6 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   const gateSandboxManagers = new Map<SandboxDriverName, SandboxManager>();
   const gatePrefix = `${sandboxPrefix.slice(0, -1)}g-`;
   const gateSandboxManagerFor = (driver: SandboxDriverName) => managerIn(gateSandboxManagers, driver, gatePrefix, () => true);
-  /** The process running a merge's or a gate's checks owns their sandbox (a crash leaves it to the start-up cleanup). */
-  const scratchOwnersDir = join(dataDir, 'owners', 'merge-sandboxes');
-  const scratchOwnerFile = (sandboxName: string) => join(scratchOwnersDir, `${sandboxName}.json`);
   /**
    * The loop's prepared environment (issue 27) over another folder than its worktree (a clean
    * checkout, a merged tree): its dependency folders (mounted, or linked for an unconfined loop)
@@ -394,6 +406,9 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
   async function removeUnowned(isLoopOwned: (loopName: string) => boolean, driversInUse: Iterable<string>): Promise<{ removed: string[]; problems: string[] }> {
     const removed: string[] = [];
     const problems: string[] = [];
+    // A live process's record owns the sandbox whatever the loop rows (a snapshot) say.
+    const loopOwned = (loopName: string) => isLoopOwned(loopName) || ownedByLiveProcess(`${sandboxPrefix}${loopName}`);
+    const hostOwned = (loopName: string) => isLoopOwned(loopName) || ownedByLiveProcess(hostName({ name: loopName }));
     const mergeOwned = (loopName: string) => ownerState(scratchOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
     const gateOwned = (loopName: string) => ownerState(scratchOwnerFile(`${gatePrefix}${loopName}`)) === 'alive';
     const setupOwned = (loopName: string) => ownerState(scratchOwnerFile(`${setupPrefix}${loopName}`)) === 'alive';
@@ -402,7 +417,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     for (const driver of drivers) {
       const runtime = sandboxRuntimeFor(driver);
       for (const [prefix, owned, what] of [
-        [sandboxPrefix, isLoopOwned, 'sandbox'],
+        [sandboxPrefix, loopOwned, 'sandbox'],
         [mergePrefix, mergeOwned, 'merge-check sandbox'],
         [gatePrefix, gateOwned, 'gate-check sandbox'],
         [setupPrefix, setupOwned, 'setup sandbox'],
@@ -412,7 +427,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
         try {
           for (const name of await m.cleanupOrphans()) {
             removed.push(`${driver} ${what} ${name}`);
-            if (prefix !== sandboxPrefix) await removeOwnerRecord(scratchOwnerFile(name));
+            await removeOwnerRecord(scratchOwnerFile(name));
           }
         } catch (error) {
           problems.push(`could not check the ${driver} ${what}es (${(error as Error).message.split('\n')[0]})`);
@@ -422,8 +437,8 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     // Cgroups left without a sandbox record (bwrap's own, an unconfined loop's, a merge check's).
     const ownerOf = (name: string): boolean => {
       const rest = name.slice(sandboxPrefix.length - 1);
-      if (rest.startsWith('-')) return isLoopOwned(rest.slice(1));
-      if (rest.startsWith('h-')) return isLoopOwned(rest.slice(2));
+      if (rest.startsWith('-')) return loopOwned(rest.slice(1));
+      if (rest.startsWith('h-')) return hostOwned(rest.slice(2));
       if (rest.startsWith('m-')) return mergeOwned(rest.slice(2));
       if (rest.startsWith('g-')) return gateOwned(rest.slice(2));
       if (rest.startsWith('s-')) return setupOwned(rest.slice(2));

@@ -14,6 +14,12 @@ import { loopOwnedByLiveProcess } from '../../../src/core/crash-cleanup';
 import { claimMergeScratch, sweepMergeScratch } from '../../../src/core/workspace/merge-scratch';
 import { createGitRunner } from '../../../src/core/workspace/git-runner';
 import { createTestRepository, type TestRepository } from '../../support/git-repo';
+import { createEngineSandboxes } from '../../../src/core/engine-sandboxes';
+import type { EngineLog } from '../../../src/core/loop/loop-supervisor';
+import { SandboxCgroups } from '../../../src/core/sandbox/cgroup';
+import { sandboxPrefixForDataDir } from '../../../src/core/sandbox/manager';
+import { writeOwnerRecord } from '../../../src/core/process/owner-records';
+import type { LoopRow } from '../../../src/core/storage/repositories';
 
 describe('crash clean-up: loop ownership', () => {
   const now = 1_000_000;
@@ -99,5 +105,63 @@ describe('crash clean-up: merge worktrees (real git)', () => {
     assert.deepEqual(removed, [`merge worktree ${orphan} (registered in ${realpathSync(path.join(repo.dir, '.git'))})`]);
     assert.doesNotMatch(await repo.git('worktree', 'list', '--porcelain'), /\.merge-d-unknown/);
     assert.equal(existsSync(orphan), false);
+  });
+});
+
+describe('crash clean-up: a live process\'s sandbox records outrank a stale loop row (real cgroups)', function () {
+  this.timeout(30_000);
+  let dataDir: string;
+  let cgroups: SandboxCgroups;
+  let sandboxes: ReturnType<typeof createEngineSandboxes>;
+  let available = true;
+  const log = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } as unknown as EngineLog;
+  before(async function () {
+    dataDir = realpathSync(await mkdtemp(path.join(os.tmpdir(), 'forge-owned-')));
+    cgroups = new SandboxCgroups();
+    const probe = await cgroups.track(`forge-test-probe-${process.pid}`);
+    if ('reason' in probe) {
+      if (process.env.CI === 'true') throw new Error(`this CI host gives Forge no process cgroup: ${probe.reason}`);
+      available = false;
+      return this.skip();
+    }
+    await cgroups.remove(`forge-test-probe-${process.pid}`);
+    sandboxes = createEngineSandboxes({
+      dataDir,
+      log,
+      baseEnv: () => process.env,
+      settings: () => ({}) as never,
+      db: { query: () => [] },
+      repos: {} as never,
+    });
+  });
+  after(async () => {
+    if (!available) return;
+    const prefix = sandboxPrefixForDataDir(dataDir);
+    for (const name of await cgroups.listByPrefix(prefix.slice(0, -1))) await cgroups.remove(name);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('keeps the cgroups a live process recorded although no loop row owns them (a restart after the snapshot), removes them once the record names a dead process', async () => {
+    const prefix = sandboxPrefixForDataDir(dataDir);
+    // An unconfined loop's process cgroup, made the engine's way (its owner record first).
+    await sandboxes.sandboxPort.trackHost!({ name: 'restarted' } as LoopRow);
+    const host = `${prefix.slice(0, -1)}h-restarted`;
+    // A sandboxed loop's cgroup, recorded as prepare() records it.
+    const sandbox = `${prefix}again`;
+    await writeOwnerRecord(path.join(dataDir, 'owners', 'sandboxes', `${sandbox}.json`));
+    assert.ok('procsFiles' in (await cgroups.track(sandbox)));
+    const nobodyOwns = () => false;
+    const first = await sandboxes.removeUnowned(nobodyOwns, []);
+    assert.deepEqual(first.removed, [], 'a live owner keeps its cgroups');
+    assert.deepEqual((await cgroups.listByPrefix(prefix.slice(0, -1))).sort(), [sandbox, host].sort());
+    // The owner died (a record naming a pid that does not run): the next start-up removes them.
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+    for (const name of [sandbox, host]) {
+      writeFileSync(path.join(dataDir, 'owners', 'sandboxes', `${name}.json`), JSON.stringify({ pid: Number(dead), startTime: null, host: os.hostname(), token: 'x', acquiredAt: 1 }));
+    }
+    const second = await sandboxes.removeUnowned(nobodyOwns, []);
+    assert.deepEqual(second.removed.filter((r) => r.startsWith('cgroup ')).sort(), [`cgroup ${host} (its processes killed)`, `cgroup ${sandbox} (its processes killed)`].sort(), second.removed.join('\n'));
+    assert.deepEqual(await cgroups.listByPrefix(prefix.slice(0, -1)), []);
+    assert.equal(existsSync(path.join(dataDir, 'owners', 'sandboxes', `${host}.json`)), false, 'the dead owner\'s records went too');
   });
 });
