@@ -30,6 +30,7 @@ import { inertText } from '../core/text/inert-text';
 import { namedLoopModels } from '../core/opencode/model-check';
 // Light (the engine client, as a handed-over run uses): loaded at start, not a chunk of its own.
 import { tellLoop as tellSupervisedLoop } from '../core/engine-host/tell-loop';
+import { cancelLoop as cancelSupervisedLoop } from '../core/engine-host/cancel-loop';
 
 /**
  * Output that cannot be written any more is dropped: it never crashes the CLI nor ends a loop.
@@ -364,9 +365,9 @@ async function main(argv: string[]): Promise<number> {
         return await tellLoop(engine, cmd);
       case 'cancel': {
         const { projectId } = await engine.runtime.projectOf(cmd.repo);
-        await engine.runtime.cancel({ projectId, name: cmd.name });
+        const outcome = await cancelSupervisedLoop(engine.runtime, dataDirOf(cmd), { projectId, name: cmd.name });
         const loop = engine.runtime.get({ projectId, name: cmd.name });
-        out(cmd.json ? JSON.stringify({ loop: cmd.name, status: loop?.status }) : `Loop "${cmd.name}": ${loop?.status === 'cancelled' ? 'cancelled' : 'cancel requested from its supervising process'}.`);
+        out(cmd.json ? JSON.stringify({ loop: cmd.name, status: outcome === 'cancelled' ? 'cancelled' : loop?.status }) : `Loop "${cmd.name}": ${outcome === 'cancelled' ? 'cancelled' : 'cancel requested from its supervising process'}.`);
         return 0;
       }
     }

@@ -10,4 +10,4 @@ export { resolveDataDir } from '../core/workspace/data-dir';
 export { LoopRuntimeError } from '../core/loop/runtime-types';
 export { resolveOpencodeBinary } from '../core/opencode/server-process';
 export { startEmbeddedModel } from '../core/opencode/embedded-model';
-export { becomeEngine, compatibilityKey, connectToEngine, judgeHandOverAnswer, planHandOver, tellLoop } from '../core/engine-host';
+export { becomeEngine, cancelLoop, compatibilityKey, connectToEngine, judgeHandOverAnswer, planHandOver, tellLoop } from '../core/engine-host';

@@ -14,6 +14,8 @@ export interface EngineConnection {
   /** Sends a start or restart; resolves with the engine's first answer to it. */
   request(message: StartOrRestart): Promise<Extract<EngineReply, { type: 'accepted' | 'refused' | 'error' }>>;
   cancel(ref: LoopRef): void;
+  /** Cancels a loop this engine supervises and waits for its answer (null: no answer within a minute, or the engine went away). */
+  cancelAndWait(ref: LoopRef): Promise<Extract<EngineReply, { type: 'cancelled' | 'refused' | 'error' }> | null>;
   /** Sends the user's words to a loop the engine drives; resolves with its answer (null: the engine went away). */
   tell(ref: LoopRef, text: string): Promise<Extract<EngineReply, { type: 'told' | 'refused' | 'error' }> | null>;
   /** Every later reply (events, live feed, cancelled) in order. */
@@ -137,6 +139,14 @@ export async function connectToEngine(dataDir: string, timeoutMs = 10_000): Prom
     },
     cancel(ref) {
       send({ type: 'cancel', secret, ref });
+    },
+    async cancelAndWait(ref) {
+      send({ type: 'cancel', secret, ref });
+      for (;;) {
+        const reply = await next(60_000);
+        if (!reply) return null;
+        if (reply.type === 'cancelled' || reply.type === 'refused' || reply.type === 'error') return reply;
+      }
     },
     async tell(ref, text) {
       send({ type: 'tell', secret, ref, text });

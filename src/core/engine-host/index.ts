@@ -6,3 +6,4 @@ export { compatibilityKey, type EngineInfo, type EngineKind } from './protocol';
 export { describeSupervision, formatSupervision, supervisorKind, type LoopSupervision } from './supervision';
 export { judgeHandOverAnswer, planHandOver, type HandOverOutcome, type HandOverPlan, type SuperviseHereReason } from './handover-decision';
 export { tellLoop, type ToldLoop } from './tell-loop';
+export { cancelLoop } from './cancel-loop';

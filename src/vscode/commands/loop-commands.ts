@@ -11,8 +11,8 @@ import { registerReviewComments } from '../review-comments';
 import { engineWithProgress, groupRefFrom, loopRefFrom, noWorkspace, refused, registerForgeCommand, resolveLoop, type CommandResult } from './command-support';
 
 const isLive = (s: LoopSummary) => s.loop.status === 'running' || s.loop.status === 'starting';
-/** Cancel Loop also ends a loop paused on its budget. */
-const isCancellable = (s: LoopSummary) => isLive(s) || s.loop.status === 'paused';
+/** Cancel Loop also ends a loop paused on its budget or waiting for the user's review. */
+const isCancellable = (s: LoopSummary) => isLive(s) || s.loop.status === 'paused' || s.loop.status === 'awaiting_review';
 
 export function registerLoopCommands(ctx: ForgeContext): void {
   const noLoop = (what: string): CommandResult => refused(ctx, 'no-loop', vscode.l10n.t('Forge: no loop to {0}.', what));
@@ -24,10 +24,15 @@ export function registerLoopCommands(ctx: ForgeContext): void {
     const summary = await resolveLoop(ctx, arg, isCancellable, vscode.l10n.t('Which loop should Forge cancel?'));
     if (summary === 'none') return noLoop(vscode.l10n.t('cancel (none is running)'));
     if (!summary) return { status: 'cancelled' };
-    const engine = await ctx.engine.get();
-    await engine.runtime.cancel(summary.loop);
+    const [engine, core] = await Promise.all([ctx.engine.get(), ctx.loadCore()]);
+    // Another process's loop: its engine ends it at once (or its supervisor at its next lease tick).
+    const outcome = await core.cancelLoop(engine.runtime, engine.dataDir, summary.loop);
     ctx.loops.refresh();
-    void ctx.notifier.info(vscode.l10n.t('Forge: loop "{0}" cancelled.', summary.loop.name));
+    void ctx.notifier.info(
+      outcome === 'cancelled'
+        ? vscode.l10n.t('Forge: loop "{0}" cancelled.', summary.loop.name)
+        : vscode.l10n.t('Forge: cancel of loop "{0}" requested from the process that supervises it; it ends at that process\'s next check (within seconds).', summary.loop.name),
+    );
     return { status: 'done' };
   });
 

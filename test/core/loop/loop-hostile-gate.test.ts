@@ -168,6 +168,8 @@ describe('forge cancel on a loop waiting on a never-ending check (real CLI proce
       const cancelledAt = Date.now();
       const cancel = await runner.run(['cancel', 'hang']);
       assert.equal(cancel.code, 0, `${cancel.stderr}\n${(await runner.run(['status', '--json'])).stdout}\n${a.describe()}`);
+      // The goal's CLI is the data folder's engine: the cancel reached it over its socket and ended the loop.
+      assert.match(cancel.stdout, /: cancelled\./, a.describe());
       const exit = await Promise.race([a.exited, new Promise<null>((r) => setTimeout(() => r(null), 10_000 - (Date.now() - cancelledAt)))]);
       assert.notEqual(exit, null, `forge cancel did not end the loop within 10 s\n${a.describe()}`);
       assert.equal(exit!.code, 3, a.describe());
