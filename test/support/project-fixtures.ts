@@ -65,3 +65,40 @@ export function pythonPrereqs(): void {
 export function makeVenv(dir: string): void {
   run('/usr/bin/python3', ['-m', 'venv', '--system-site-packages', '--without-pip', dir], path.dirname(dir));
 }
+
+/**
+ * A team's Node image for docker tests (issue 27 item 4): Forge's sandbox test image plus this
+ * machine's own `node` and npm (no registry image is reachable here), tagged by the Node version
+ * and built once per docker daemon. A project's `.devcontainer/Dockerfile` starts FROM it, as a
+ * real project's starts FROM its team's toolchain image.
+ */
+export function ensureNodeToolchainImage(env: NodeJS.ProcessEnv, baseImage: string): string {
+  const tag = `forge-test-node:${process.versions.node}`;
+  if (spawnSync('docker', ['image', 'inspect', tag], { env, stdio: 'ignore' }).status === 0) return tag;
+  // npm beside this node, where Node's installers put it (<prefix>/bin/node, <prefix>/lib/node_modules/npm).
+  const npmDir = path.join(path.dirname(process.execPath), '..', 'lib', 'node_modules', 'npm');
+  if (!existsSync(path.join(npmDir, 'bin', 'npm-cli.js'))) throw new Error(`no npm at ${npmDir} to put into ${tag}`);
+  const context = path.join(REPO_ROOT, '.cache', `node-image-${process.pid}-${randomBytes(3).toString('hex')}`);
+  mkdirSync(context, { recursive: true });
+  try {
+    cpSync(process.execPath, path.join(context, 'node'));
+    cpSync(npmDir, path.join(context, 'npm'), { recursive: true, verbatimSymlinks: true });
+    writeFileSync(
+      path.join(context, 'Dockerfile'),
+      [
+        `FROM ${baseImage}`,
+        'USER root',
+        'COPY node /usr/local/bin/node',
+        'COPY npm /usr/local/lib/node_modules/npm',
+        'RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && node --version && npm --version',
+        'USER agent',
+        '',
+      ].join('\n'),
+    );
+    const r = spawnSync('docker', ['build', '-q', '-t', tag, context], { env, encoding: 'utf8', timeout: 10 * 60_000 });
+    if (r.status !== 0) throw new Error(`docker build of ${tag} failed (exit ${r.status}):\n${r.stderr}\n${r.stdout}`);
+    return tag;
+  } finally {
+    rmSync(context, { recursive: true, force: true });
+  }
+}
