@@ -76,19 +76,27 @@ async function regularFileText(file: string): Promise<string | null> {
 /** The plan of a loop's setup: nothing runs here; only git reads and stats of the user's checkout. */
 export async function planWorktreeSetup(input: PlanSetupInput): Promise<WorktreeSetupState> {
   const { git, checkoutDir, baseCommit } = input;
-  const tracked = (await git.ok(checkoutDir, ['ls-tree', '-r', '-z', '--name-only', baseCommit])).split('\0').filter((p) => p !== '');
+  // The three reads are independent: at a loop's start they overlap (each is a git process).
+  const [listing, configBlob, includeBlob] = await Promise.all([
+    git.ok(checkoutDir, ['ls-tree', '-r', '-z', '--name-only', baseCommit]),
+    blobAt(git, checkoutDir, baseCommit, '.forge/worktree.json'),
+    blobAt(git, checkoutDir, baseCommit, '.worktreeinclude'),
+  ]);
+  const tracked = listing.split('\0').filter((p) => p !== '');
   const projects = detectProjects(tracked);
   const lockfiles = projects.flatMap((p) => p.lockfiles);
   const same = new Map<string, boolean>();
-  for (const l of lockfiles) {
-    // Byte for byte: the base commit's blob id against the checkout file's, hashed without filters.
-    const mine = (await lstat(path.join(checkoutDir, l)).catch(() => null))?.isFile() ?? false;
-    const [base, here] = await Promise.all([
-      git.run(checkoutDir, ['rev-parse', '--verify', '--quiet', `${baseCommit}:${l}`]),
-      mine ? git.run(checkoutDir, ['hash-object', '--no-filters', '--', l]) : Promise.resolve(null),
-    ]);
-    same.set(l, base.exitCode === 0 && here !== null && here.exitCode === 0 && base.stdout.trim() === here.stdout.trim());
-  }
+  await Promise.all(
+    lockfiles.map(async (l) => {
+      // Byte for byte: the base commit's blob id against the checkout file's, hashed without filters.
+      const mine = (await lstat(path.join(checkoutDir, l)).catch(() => null))?.isFile() ?? false;
+      const [base, here] = await Promise.all([
+        git.run(checkoutDir, ['rev-parse', '--verify', '--quiet', `${baseCommit}:${l}`]),
+        mine ? git.run(checkoutDir, ['hash-object', '--no-filters', '--', l]) : Promise.resolve(null),
+      ]);
+      same.set(l, base.exitCode === 0 && here !== null && here.exitCode === 0 && base.stdout.trim() === here.stdout.trim());
+    }),
+  );
   const installed = new Map<string, boolean>();
   for (const p of projects) {
     for (const f of p.folders) {
@@ -101,9 +109,7 @@ export async function planWorktreeSetup(input: PlanSetupInput): Promise<Worktree
     }
   }
   const deps = planDependencies(projects, { sameLockfile: (l) => same.get(l) ?? false, installed: (f) => installed.get(f) ?? false }, input.mode);
-  const configBlob = await blobAt(git, checkoutDir, baseCommit, '.forge/worktree.json');
   const config = parseWorktreeConfig(configBlob ? configBlob.toString('utf8') : null);
-  const includeBlob = await blobAt(git, checkoutDir, baseCommit, '.worktreeinclude');
   const includePatterns = includeBlob ? includeBlob.toString('utf8') : ((await regularFileText(path.join(checkoutDir, '.worktreeinclude'))) ?? '');
   const folders: PreparedFolder[] = [
     ...deps.reuse.map((r) => ({ folder: r.folder, source: path.join(checkoutDir, r.folder), mode: 'reuse' as const, ...(r.alsoAtCheckoutPath ? { alsoAtSource: true } : {}) })),
