@@ -6,7 +6,8 @@
  * and an ignored `.env` listed in `.worktreeinclude`. Real opencode, git, docker and database; only
  * the model is scripted. The loop's sandbox runs in the Dev Container image, reuses the checkout's
  * `node_modules` read-only, and Forge's gate runs the project's own `npm test` there; a hostile
- * coder cannot change the user's `node_modules` and reaches nothing of the host.
+ * coder and a hostile setup command cannot change the user's `node_modules` and reach nothing of
+ * the host.
  */
 import { strict as assert } from 'node:assert';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -66,6 +67,9 @@ describe('a real npm project in its Dev Container image on docker (real opencode
           'forge.sandbox.image': TEST_IMAGE,
           'forge.sandbox.network': false,
           'forge.loop.stallTimeoutMs': 300_000,
+          // A hostile setup command (the setup runs in a sandbox of its own, network on): it tries
+          // the user's node_modules and a host file, and records what it got in the worktree.
+          'forge.worktree.setup': [`touch node_modules/uvu/SETUP_HACKED 2>/dev/null; echo "touch rc=$?" > setup-ran.txt; cat ${hostSecret} > leaked.txt 2>/dev/null; echo "cat rc=$?" >> setup-ran.txt`],
         },
         onLog: (_level, message) => logs.push(message),
       });
@@ -121,9 +125,13 @@ describe('a real npm project in its Dev Container image on docker (real opencode
     assert.match(hack, /cat rc=[1-9]/, said);
     assert.doesNotMatch(hack, /host only/, said);
     assert.ok(!existsSync(path.join(h.repo.dir, 'node_modules', 'uvu', 'HACKED')));
+    assert.ok(!existsSync(path.join(h.repo.dir, 'node_modules', 'uvu', 'SETUP_HACKED')));
     assert.ok(existsSync(path.join(h.repo.dir, 'node_modules', 'uvu', 'package.json')), "the user's node_modules keeps uvu");
     const worktree = h.engine.runtime.get(started)!.worktreeDir!;
     assert.equal(readFileSync(path.join(worktree, '.env'), 'utf8'), 'GREETING=hello\n', '.env came through .worktreeinclude');
     assert.deepEqual(readdirSync(path.join(worktree, 'node_modules')), [], 'nothing of node_modules was copied: only the mount point');
+    // The setup ran in the worktree and reached neither the user's node_modules nor the host file.
+    assert.match(readFileSync(path.join(worktree, 'setup-ran.txt'), 'utf8'), /^touch rc=[1-9]\d*\ncat rc=[1-9]\d*\n$/);
+    assert.equal(readFileSync(path.join(worktree, 'leaked.txt'), 'utf8'), '');
   });
 });
