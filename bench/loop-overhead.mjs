@@ -24,7 +24,8 @@
 // name: the test of the time-out uses one that never comes).
 //
 //   node bench/loop-overhead.mjs [--runs 3] [--warmup 1] [--server-mode shared|perLoop] [--quick] [--timeout S]
-//   (BENCH_LOG=1 also prints the engine's info lines on stderr)
+//   (BENCH_LOG=1 also prints the engine's info lines on stderr; BENCH_LOG=debug its debug lines too,
+//   among them each loop's start timings: worktree, setup planned, sandbox, opencode)
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -136,7 +137,7 @@ let commitsAt = [];
 const engine = await createForgeEngine({
   dataDir,
   settings: () => ({ ...defaultSettings(), 'forge.model': MOCK_MODEL, 'forge.opencode.serverMode': SERVER_MODE }),
-  log: { debug() {}, info: (m) => process.env.BENCH_LOG && console.error(m), warn: (m) => console.warn(m), error: (m) => console.error(m) },
+  log: { debug: (m) => process.env.BENCH_LOG === 'debug' && console.error(m), info: (m) => process.env.BENCH_LOG && console.error(m), warn: (m) => console.warn(m), error: (m) => console.error(m) },
   assetsDir: path.join(root, 'dist'),
   agentsDir: path.join(root, 'src/core/opencode/agents'),
   wasmPath: defaultSqlWasmPath(),
