@@ -51,6 +51,20 @@ export async function connectOrClaimEngine(dataDir: string, waitMs = 60_000): Pr
  * The data folder's engine, connected and greeted; null when none answers (no info file, a dead
  * pid, a stale socket, another engine's socket, a refused greeting).
  */
+/**
+ * One question to the data folder's engine on a connection of its own, closed afterwards; null
+ * when no live engine (other than this process) answers the connection.
+ */
+export async function askEngine<T>(dataDir: string, ask: (conn: EngineConnection) => Promise<T>): Promise<T | null> {
+  const conn = await connectToEngine(dataDir);
+  if (!conn) return null;
+  try {
+    return await ask(conn);
+  } finally {
+    conn.close();
+  }
+}
+
 export async function connectToEngine(dataDir: string, timeoutMs = 10_000): Promise<EngineConnection | null> {
   const paths = endpointPaths(dataDir);
   const info = readLiveEngineInfo(paths);
@@ -114,6 +128,14 @@ export async function connectToEngine(dataDir: string, timeoutMs = 10_000): Prom
         resolve(r);
       };
     });
+  /** The next reply of one of `types` (events and live lines in between are passed over); null when none comes within `ms` of the last reply or the socket closed. */
+  const replyOf = async <T extends EngineReply['type']>(types: readonly T[], ms: number): Promise<Extract<EngineReply, { type: T }> | null> => {
+    for (;;) {
+      const reply = await next(ms);
+      if (!reply) return null;
+      if ((types as readonly string[]).includes(reply.type)) return reply as Extract<EngineReply, { type: T }>;
+    }
+  };
   const send = (m: EngineRequest) => {
     if (!socket.destroyed) socket.write(encodeMessage(m));
   };
@@ -129,32 +151,21 @@ export async function connectToEngine(dataDir: string, timeoutMs = 10_000): Prom
     async request(message) {
       send({ ...message, secret, clientPid: process.pid } as EngineRequest);
       // No time limit: a start may build a sandbox or a worktree first.
-      for (;;) {
-        const reply = await next(2 ** 31 - 1);
-        // The engine went away in the middle: the loop may have started there, so the asker must
-        // not start it again on its own (it would be a second loop); it says so instead.
-        if (!reply) return { type: 'error', code: 'engine_gone', message: `The Forge engine in process ${info.pid} went away while starting the loop. "forge status" shows whether it started; "forge restart NAME --force" takes a started one over.` };
-        if (reply.type === 'accepted' || reply.type === 'refused' || reply.type === 'error') return reply;
-      }
+      const reply = await replyOf(['accepted', 'refused', 'error'], 2 ** 31 - 1);
+      // The engine went away in the middle: the loop may have started there, so the asker must
+      // not start it again on its own (it would be a second loop); it says so instead.
+      return reply ?? { type: 'error', code: 'engine_gone', message: `The Forge engine in process ${info.pid} went away while starting the loop. "forge status" shows whether it started; "forge restart NAME --force" takes a started one over.` };
     },
     cancel(ref) {
       send({ type: 'cancel', secret, ref });
     },
-    async cancelAndWait(ref) {
+    cancelAndWait(ref) {
       send({ type: 'cancel', secret, ref });
-      for (;;) {
-        const reply = await next(60_000);
-        if (!reply) return null;
-        if (reply.type === 'cancelled' || reply.type === 'refused' || reply.type === 'error') return reply;
-      }
+      return replyOf(['cancelled', 'refused', 'error'], 60_000);
     },
-    async tell(ref, text) {
+    tell(ref, text) {
       send({ type: 'tell', secret, ref, text });
-      for (;;) {
-        const reply = await next(60_000);
-        if (!reply) return null;
-        if (reply.type === 'told' || reply.type === 'refused' || reply.type === 'error') return reply;
-      }
+      return replyOf(['told', 'refused', 'error'], 60_000);
     },
     onReply(l) {
       listener = l;

@@ -5,7 +5,7 @@
  * that says how to take it over. Host-neutral: the CLI and the extension call it.
  */
 import { LoopRuntimeError, type LoopRef, type LoopRuntime, type UserMessageDelivery } from '../loop/runtime-types';
-import { connectToEngine } from './engine-client';
+import { askEngine } from './engine-client';
 import { endpointPaths, readEngineInfo } from './endpoint-files';
 import { describeSupervision, formatSupervision } from './supervision';
 
@@ -22,15 +22,7 @@ export async function tellLoop(runtime: LoopRuntime, dataDir: string, ref: LoopR
     throw new LoopRuntimeError('not_running', `Loop "${ref.name}" is not running (it is ${loop.status}): a message reaches only a running loop.${loop.status === 'completed' ? '' : ` Restart it ("forge restart ${ref.name}") and tell it again.`}`);
   }
   if (runtime.isSupervising(ref)) return runtime.tell(ref, text);
-  const conn = await connectToEngine(dataDir);
-  let reply: Awaited<ReturnType<NonNullable<typeof conn>['tell']>> = null;
-  if (conn) {
-    try {
-      reply = await conn.tell(ref, text);
-    } finally {
-      conn.close();
-    }
-  }
+  const reply = await askEngine(dataDir, (conn) => conn.tell(ref, text));
   if (reply?.type === 'told') return { delivery: reply.delivery, sessionId: reply.sessionId };
   if (reply && !(reply.type === 'error' && reply.code === 'not_running')) throw new LoopRuntimeError('bad_request', `Loop "${ref.name}" did not take the message: ${reply.message}`);
   const supervision = describeSupervision(loop, readEngineInfo(endpointPaths(dataDir)));
