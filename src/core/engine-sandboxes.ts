@@ -103,9 +103,9 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
    * loop ended, its lease released, then restarted in a new sandbox of the same name), so it
    * never removes what a live owner recorded, whatever the snapshot says.
    */
-  const scratchOwnersDir = join(dataDir, 'owners', 'sandboxes');
-  const scratchOwnerFile = (sandboxName: string) => join(scratchOwnersDir, `${sandboxName}.json`);
-  const ownedByLiveProcess = (sandboxName: string) => ownerState(scratchOwnerFile(sandboxName)) === 'alive';
+  const sandboxOwnersDir = join(dataDir, 'owners', 'sandboxes');
+  const sandboxOwnerFile = (sandboxName: string) => join(sandboxOwnersDir, `${sandboxName}.json`);
+  const ownedByLiveProcess = (sandboxName: string) => ownerState(sandboxOwnerFile(sandboxName)) === 'alive';
   const sandboxManagerFor = (driver: SandboxDriverName) =>
     managerIn(sandboxManagers, driver, sandboxPrefix, (name) => isRunningAnywhere(name) || ownedByLiveProcess(`${sandboxPrefix}${name}`));
   let driverResolution: { setting: string; result: Promise<DriverResolution> } | undefined;
@@ -213,7 +213,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     const name = hostName(loop);
     let t = hostTracking.get(name);
     if (!t || !('procsFiles' in t.tracked)) {
-      await writeOwnerRecord(scratchOwnerFile(name));
+      await writeOwnerRecord(sandboxOwnerFile(name));
       t = { marker: t?.marker ?? randomBytes(12).toString('hex'), tracked: await hostCgroups.track(name) };
       hostTracking.set(name, t);
     }
@@ -251,14 +251,14 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       }
       if (t) signalMarkedProcesses(LOOP_PROCESS_MARKER_VARIABLE, t.marker, 'SIGKILL');
       await removeAgentHostShell(hostShellDir(loop)).catch((e) => log.warn(`[sandbox] removing the agent shell of ${loop.name}: ${String(e)}`));
-      await removeOwnerRecord(scratchOwnerFile(name));
+      await removeOwnerRecord(sandboxOwnerFile(name));
     },
     async prepare(loop, extras, resume) {
       const notices: string[] = [];
       const config = await loopSandboxConfig(loop, notices);
       const m = sandboxManagerFor(config.driver);
       const request = sandboxRequest(loop, extras, config);
-      await writeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name)));
+      await writeOwnerRecord(sandboxOwnerFile(m.sandboxName(loop.name)));
       try {
         const handle = resume ? await m.restore(request) : await m.ensureRunning(request);
         const additions = await prepareOpencodeSandbox(handle, { shimRoot, basePath: baseEnv().PATH });
@@ -273,7 +273,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       } catch (error) {
         // A new loop's start is rolled back: leave no half-made sandbox (a known state only).
         if (!resume) {
-          await m.stop(loop.name).then(() => removeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name))), () => undefined);
+          await m.stop(loop.name).then(() => removeOwnerRecord(sandboxOwnerFile(m.sandboxName(loop.name))), () => undefined);
           await removeOpencodeSandboxShims(shimRoot, m.sandboxName(loop.name)).catch(() => undefined);
         }
         throw error;
@@ -310,7 +310,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       let stopError: unknown;
       try {
         await m.stop(loop.name);
-        await removeOwnerRecord(scratchOwnerFile(m.sandboxName(loop.name)));
+        await removeOwnerRecord(sandboxOwnerFile(m.sandboxName(loop.name)));
       } catch (error) {
         stopError = error;
       }
@@ -376,11 +376,11 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       };
       if (kind === 'setup') await mkdir(packageCacheDir(dataDir), { recursive: true });
       const name = m.sandboxName(loop.name);
-      await writeOwnerRecord(scratchOwnerFile(name));
+      await writeOwnerRecord(sandboxOwnerFile(name));
       try {
         await m.start(request);
       } catch (error) {
-        await m.stop(loop.name).then(() => removeOwnerRecord(scratchOwnerFile(name)), () => undefined);
+        await m.stop(loop.name).then(() => removeOwnerRecord(sandboxOwnerFile(name)), () => undefined);
         throw error;
       }
       log.info(`[sandbox] ${name}: ${purpose} of loop ${loop.name} run in it (${config.driver}, over ${dir})`);
@@ -389,7 +389,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
         where: kind === 'setup' ? `the ${config.driver} setup sandbox` : `in a ${config.driver} sandbox of their own`,
         release: async () => {
           await m.stop(loop.name);
-          await removeOwnerRecord(scratchOwnerFile(name));
+          await removeOwnerRecord(sandboxOwnerFile(name));
         },
       };
     };
@@ -409,9 +409,9 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
     // A live process's record owns the sandbox whatever the loop rows (a snapshot) say.
     const loopOwned = (loopName: string) => isLoopOwned(loopName) || ownedByLiveProcess(`${sandboxPrefix}${loopName}`);
     const hostOwned = (loopName: string) => isLoopOwned(loopName) || ownedByLiveProcess(hostName({ name: loopName }));
-    const mergeOwned = (loopName: string) => ownerState(scratchOwnerFile(`${mergePrefix}${loopName}`)) === 'alive';
-    const gateOwned = (loopName: string) => ownerState(scratchOwnerFile(`${gatePrefix}${loopName}`)) === 'alive';
-    const setupOwned = (loopName: string) => ownerState(scratchOwnerFile(`${setupPrefix}${loopName}`)) === 'alive';
+    const mergeOwned = (loopName: string) => ownedByLiveProcess(`${mergePrefix}${loopName}`);
+    const gateOwned = (loopName: string) => ownedByLiveProcess(`${gatePrefix}${loopName}`);
+    const setupOwned = (loopName: string) => ownedByLiveProcess(`${setupPrefix}${loopName}`);
     const drivers = new Set<SandboxDriverName>(['bwrap']);
     for (const d of driversInUse) if ((SANDBOX_DRIVER_NAMES as readonly string[]).includes(d)) drivers.add(d as SandboxDriverName);
     for (const driver of drivers) {
@@ -427,7 +427,7 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
         try {
           for (const name of await m.cleanupOrphans()) {
             removed.push(`${driver} ${what} ${name}`);
-            await removeOwnerRecord(scratchOwnerFile(name));
+            await removeOwnerRecord(sandboxOwnerFile(name));
           }
         } catch (error) {
           problems.push(`could not check the ${driver} ${what}es (${(error as Error).message.split('\n')[0]})`);
@@ -460,8 +460,8 @@ export function createEngineSandboxes(deps: EngineSandboxDeps): EngineSandboxes 
       removed.push(`agent shell and job records ${join(shimRoot, entry.name)}`);
     }
     // Owner records of merge-check sandboxes whose owner died after the sandbox was gone.
-    for (const f of await readdir(scratchOwnersDir).catch(() => [] as string[])) {
-      const file = join(scratchOwnersDir, f);
+    for (const f of await readdir(sandboxOwnersDir).catch(() => [] as string[])) {
+      const file = join(sandboxOwnersDir, f);
       if (ownerState(file) !== 'alive') await rm(file, { force: true });
     }
     return { removed, problems };
