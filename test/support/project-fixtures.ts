@@ -18,6 +18,21 @@ export const UVU_PACKAGE_JSON = `${JSON.stringify(
   2,
 )}\n`;
 
+/**
+ * The fixture project's `tests/add.test.js`: uvu tests of `add.js` (adds) and of the ignored `.env`
+ * that `.worktreeinclude` brings (`GREETING=hello`).
+ */
+export const UVU_TEST = [
+  "const { test } = require('uvu');",
+  "const assert = require('uvu/assert');",
+  "const fs = require('fs');",
+  "const add = require('../add.js');",
+  "test('adds', () => { assert.is(add(2, 3), 5); });",
+  "test('reads .env', () => { assert.match(fs.readFileSync('.env', 'utf8'), /GREETING=hello/); });",
+  'test.run();',
+  '',
+].join('\n');
+
 export interface NpmFixture {
   packageJson: string;
   packageLock: string;

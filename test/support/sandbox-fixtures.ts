@@ -134,3 +134,19 @@ export function uniqueLoopName(label: string): string {
   counter++;
   return `t${process.pid}-${label}-${counter}`.toLowerCase().replace(/[^a-z0-9-]/g, '-');
 }
+
+/**
+ * Runs `make` with `process.env.DOCKER_HOST` set to `dockerHost` (the project's own dockerd; left
+ * as it is when undefined, as for podman) and restored afterwards: an engine made inside — the
+ * loop harness builds the engine's environment from process.env — reaches that dockerd.
+ */
+export async function withDockerHost<T>(dockerHost: string | undefined, make: () => Promise<T>): Promise<T> {
+  const saved = process.env.DOCKER_HOST;
+  if (dockerHost) process.env.DOCKER_HOST = dockerHost;
+  try {
+    return await make();
+  } finally {
+    if (saved === undefined) delete process.env.DOCKER_HOST;
+    else process.env.DOCKER_HOST = saved;
+  }
+}

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { LoopRuntimeError, type LoopRuntimeEvent } from '../../../src/core/loop/runtime-types';
 import { LOOP_SANDBOX_STATE_KEY } from '../../../src/core/sandbox/types';
 import { createLoopHarness, sessionScript, type LoopHarness } from '../../support/loop-harness';
-import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE } from '../../support/sandbox-fixtures';
+import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE, withDockerHost } from '../../support/sandbox-fixtures';
 import { text, toolCall, toolCalls, type ScriptStep } from '../../support/scripted-model';
 
 const FILES = {
@@ -31,7 +31,6 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
   let env: NodeJS.ProcessEnv;
   let h: LoopHarness;
   let dataDir: string;
-  const savedDockerHost = process.env.DOCKER_HOST;
   const logs: string[] = [];
 
   before(async function () {
@@ -39,9 +38,8 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
     env = dockerPrereqs();
     dataDir = mkdtempSync(path.join(sandboxTestTempRoot(), 'loop-devcontainer-'));
     // The engine's docker CLI takes DOCKER_HOST from the harness's environment (process.env): the project's dockerd.
-    process.env.DOCKER_HOST = env.DOCKER_HOST;
-    try {
-      h = await createLoopHarness({
+    h = await withDockerHost(env.DOCKER_HOST, () =>
+      createLoopHarness({
         dataDir,
         files: FILES,
         settings: {
@@ -52,11 +50,8 @@ describe('a loop in the Dev Container image on docker (real opencode, real docke
           'forge.loop.stallTimeoutMs': 120_000,
         },
         onLog: (_level, message) => logs.push(message),
-      });
-    } finally {
-      if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
-      else process.env.DOCKER_HOST = savedDockerHost;
-    }
+      }),
+    );
   });
 
   after(async function () {

@@ -16,19 +16,8 @@ import type { LoopRuntimeEvent } from '../../../src/core/loop/runtime-types';
 import { LOOP_SANDBOX_STATE_KEY } from '../../../src/core/sandbox/types';
 import { createLoopHarness, type LoopHarness } from '../../support/loop-harness';
 import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
-import { ensureNodeToolchainImage, ensureUvuFixture, installNodeModulesInto } from '../../support/project-fixtures';
-import { dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE } from '../../support/sandbox-fixtures';
-
-const UVU_TEST = [
-  "const { test } = require('uvu');",
-  "const assert = require('uvu/assert');",
-  "const fs = require('fs');",
-  "const add = require('../add.js');",
-  "test('adds', () => { assert.is(add(2, 3), 5); });",
-  "test('reads .env', () => { assert.match(fs.readFileSync('.env', 'utf8'), /GREETING=hello/); });",
-  'test.run();',
-  '',
-].join('\n');
+import { ensureNodeToolchainImage, ensureUvuFixture, installNodeModulesInto, UVU_TEST } from '../../support/project-fixtures';
+import { dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE, withDockerHost } from '../../support/sandbox-fixtures';
 
 describe('a real npm project in its Dev Container image on docker (real opencode, git, docker, npm, uvu; scripted model)', function () {
   this.timeout(20 * 60_000);
@@ -36,7 +25,6 @@ describe('a real npm project in its Dev Container image on docker (real opencode
   let h: LoopHarness;
   let dataDir: string;
   let hostSecret: string;
-  const savedDockerHost = process.env.DOCKER_HOST;
   const logs: string[] = [];
 
   before(async function () {
@@ -47,9 +35,8 @@ describe('a real npm project in its Dev Container image on docker (real opencode
     dataDir = mkdtempSync(path.join(sandboxTestTempRoot(), 'loop-docker-npm-'));
     hostSecret = path.join(dataDir, 'host-secret.txt');
     writeFileSync(hostSecret, 'host only\n');
-    process.env.DOCKER_HOST = env.DOCKER_HOST;
-    try {
-      h = await createLoopHarness({
+    h = await withDockerHost(env.DOCKER_HOST, () =>
+      createLoopHarness({
         dataDir,
         files: {
           'package.json': fixture.packageJson,
@@ -72,11 +59,8 @@ describe('a real npm project in its Dev Container image on docker (real opencode
           'forge.worktree.setup': [`touch node_modules/uvu/SETUP_HACKED 2>/dev/null; echo "touch rc=$?" > setup-ran.txt; cat ${hostSecret} > leaked.txt 2>/dev/null; echo "cat rc=$?" >> setup-ran.txt`],
         },
         onLog: (_level, message) => logs.push(message),
-      });
-    } finally {
-      if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
-      else process.env.DOCKER_HOST = savedDockerHost;
-    }
+      }),
+    );
     installNodeModulesInto(fixture, h.repo.dir);
     writeFileSync(path.join(h.repo.dir, '.env'), 'GREETING=hello\n');
   });

@@ -34,7 +34,7 @@ import { defaultSqlWasmPath } from '../../../src/core/storage';
 import { createForgeRepositories } from '../../../src/core/storage/repositories';
 import { createLoopHarness, REPO_ROOT, roleOf, type AgentRole, type LoopHarness } from '../../support/loop-harness';
 import { MOCK_MODEL } from '../../support/opencode-test-env';
-import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, startHostListener, TEST_IMAGE, type HostListener } from '../../support/sandbox-fixtures';
+import { bwrapPrereqs, dockerPrereqs, sandboxTestTempRoot, startHostListener, TEST_IMAGE, type HostListener, withDockerHost } from '../../support/sandbox-fixtures';
 import { hang, text, toolCall, toolCalls, type ScriptedRequest, type ScriptStep } from '../../support/scripted-model';
 
 type Driver = 'docker' | 'bwrap';
@@ -208,7 +208,6 @@ for (const c of cases) {
     let prefix: string;
     let runtime: SandboxRuntime;
     let listener: HostListener;
-    const savedDockerHost = process.env.DOCKER_HOST;
     /** Sandboxes the test made itself (with its own manager), removed at the end. */
     const testSandboxes: string[] = [];
 
@@ -218,9 +217,8 @@ for (const c of cases) {
       dataDir = cacheTempDir(`loop-${c.driver}`);
       // The engine's sandbox runtime takes its environment from the engine's `env` option,
       // which the harness builds from process.env: the project's private dockerd.
-      if (env.DOCKER_HOST) process.env.DOCKER_HOST = env.DOCKER_HOST;
-      try {
-        h = await createLoopHarness({
+      h = await withDockerHost(env.DOCKER_HOST, () =>
+        createLoopHarness({
           dataDir,
           settings: {
             'forge.sandbox.enabled': true,
@@ -232,11 +230,8 @@ for (const c of cases) {
             'forge.sandbox.pidsLimit': 64,
             'forge.loop.stallTimeoutMs': 60_000,
           },
-        });
-      } finally {
-        if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
-        else process.env.DOCKER_HOST = savedDockerHost;
-      }
+        }),
+      );
       prefix = sandboxPrefixForDataDir(dataDir);
       runtime = c.runtime(dataDir, env);
       listener = await startHostListener();

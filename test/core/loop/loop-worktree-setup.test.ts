@@ -18,22 +18,10 @@ import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/c
 import { createTestRepository, type TestRepository } from '../../support/git-repo';
 import { REPO_ROOT } from '../../support/loop-harness';
 import { MOCK_MODEL, writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { ensureUvuFixture, installNodeModulesInto, makeVenv, pythonPrereqs, type NpmFixture } from '../../support/project-fixtures';
+import { ensureUvuFixture, installNodeModulesInto, makeVenv, pythonPrereqs, UVU_TEST, type NpmFixture } from '../../support/project-fixtures';
 import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
 import { startScriptedModel, type ScriptedModel } from '../../support/scripted-model';
-
-
-const UVU_TEST = [
-  "const { test } = require('uvu');",
-  "const assert = require('uvu/assert');",
-  "const fs = require('fs');",
-  "const add = require('../add.js');",
-  "test('adds', () => { assert.is(add(2, 3), 5); });",
-  "test('reads .env', () => { assert.match(fs.readFileSync('.env', 'utf8'), /GREETING=hello/); });",
-  'test.run();',
-  '',
-].join('\n');
 
 const log = (r: { code: number | null; stdout: string; stderr: string }) => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
 
