@@ -22,7 +22,7 @@ export const UVU_PACKAGE_JSON = `${JSON.stringify(
  * The fixture project's `tests/add.test.js`: uvu tests of `add.js` (adds) and of the ignored `.env`
  * that `.worktreeinclude` brings (`GREETING=hello`).
  */
-export const UVU_TEST = [
+const UVU_TEST = [
   "const { test } = require('uvu');",
   "const assert = require('uvu/assert');",
   "const fs = require('fs');",
@@ -68,6 +68,27 @@ export function ensureUvuFixture(): NpmFixture {
 /** Copies the fixture's installed node_modules into `checkoutDir` (the user's install). */
 export function installNodeModulesInto(fixture: NpmFixture, checkoutDir: string): void {
   cpSync(fixture.nodeModules, path.join(checkoutDir, 'node_modules'), { recursive: true, verbatimSymlinks: true });
+}
+
+/**
+ * The npm fixture project's tracked files: its manifest and lockfile, an `add.js` that does not add
+ * yet, the uvu test, a `.gitignore` of node_modules and `.env`, and a `.worktreeinclude` of `.env`.
+ */
+export function uvuProjectFiles(fixture: NpmFixture): Record<string, string> {
+  return {
+    'package.json': fixture.packageJson,
+    'package-lock.json': fixture.packageLock,
+    'add.js': 'module.exports = () => 0;\n',
+    'tests/add.test.js': UVU_TEST,
+    '.gitignore': 'node_modules/\n.env\n',
+    '.worktreeinclude': '.env\n',
+  };
+}
+
+/** What the user's checkout of that project holds beside its tracked files: node_modules installed, the ignored `.env`. */
+export function prepareUvuCheckout(fixture: NpmFixture, checkoutDir: string): void {
+  installNodeModulesInto(fixture, checkoutDir);
+  writeFileSync(path.join(checkoutDir, '.env'), 'GREETING=hello\n');
 }
 
 /** Installs pytest (system packages) when missing; fails when it cannot. */

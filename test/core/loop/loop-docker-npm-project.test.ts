@@ -16,7 +16,7 @@ import type { LoopRuntimeEvent } from '../../../src/core/loop/runtime-types';
 import { LOOP_SANDBOX_STATE_KEY } from '../../../src/core/sandbox/types';
 import { createLoopHarness, type LoopHarness } from '../../support/loop-harness';
 import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
-import { ensureNodeToolchainImage, ensureUvuFixture, installNodeModulesInto, UVU_TEST } from '../../support/project-fixtures';
+import { ensureNodeToolchainImage, ensureUvuFixture, prepareUvuCheckout, uvuProjectFiles } from '../../support/project-fixtures';
 import { dockerPrereqs, sandboxTestTempRoot, TEST_IMAGE, withDockerHost } from '../../support/sandbox-fixtures';
 
 describe('a real npm project in its Dev Container image on docker (real opencode, git, docker, npm, uvu; scripted model)', function () {
@@ -39,12 +39,7 @@ describe('a real npm project in its Dev Container image on docker (real opencode
       createLoopHarness({
         dataDir,
         files: {
-          'package.json': fixture.packageJson,
-          'package-lock.json': fixture.packageLock,
-          'add.js': 'module.exports = () => 0;\n',
-          'tests/add.test.js': UVU_TEST,
-          '.gitignore': 'node_modules/\n.env\n',
-          '.worktreeinclude': '.env\n',
+          ...uvuProjectFiles(fixture),
           '.devcontainer/devcontainer.json': '{ "name": "adder", "build": { "dockerfile": "Dockerfile" } }\n',
           '.devcontainer/Dockerfile': `FROM ${nodeImage}\n`,
         },
@@ -61,8 +56,7 @@ describe('a real npm project in its Dev Container image on docker (real opencode
         onLog: (_level, message) => logs.push(message),
       }),
     );
-    installNodeModulesInto(fixture, h.repo.dir);
-    writeFileSync(path.join(h.repo.dir, '.env'), 'GREETING=hello\n');
+    prepareUvuCheckout(fixture, h.repo.dir);
   });
 
   after(async function () {

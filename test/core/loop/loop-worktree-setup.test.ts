@@ -18,7 +18,7 @@ import { createCliRunner, ensureCliBuilt, type CliRunner } from '../../support/c
 import { createTestRepository, type TestRepository } from '../../support/git-repo';
 import { REPO_ROOT } from '../../support/loop-harness';
 import { MOCK_MODEL, writeOpencodeTestEnvironment, type OpencodeTestEnvironment } from '../../support/opencode-test-env';
-import { ensureUvuFixture, installNodeModulesInto, makeVenv, pythonPrereqs, UVU_TEST, type NpmFixture } from '../../support/project-fixtures';
+import { ensureUvuFixture, makeVenv, prepareUvuCheckout, pythonPrereqs, uvuProjectFiles, type NpmFixture } from '../../support/project-fixtures';
 import { bashCall, firstCoderActsScript } from '../../support/first-coder-script';
 import { bwrapPrereqs, sandboxTestTempRoot } from '../../support/sandbox-fixtures';
 import { startScriptedModel, type ScriptedModel } from '../../support/scripted-model';
@@ -59,17 +59,9 @@ describe('a ready worktree: the setup phase (real forge CLI, opencode, git, bwra
   }
 
   async function npmProject(): Promise<TestRepository> {
-    const repo = await createTestRepository({
-      'package.json': fixture.packageJson,
-      'package-lock.json': fixture.packageLock,
-      'add.js': 'module.exports = () => 0;\n',
-      'tests/add.test.js': UVU_TEST,
-      '.gitignore': 'node_modules/\n.env\n',
-      '.worktreeinclude': '.env\n',
-    });
+    const repo = await createTestRepository(uvuProjectFiles(fixture));
     repos.push(repo);
-    installNodeModulesInto(fixture, repo.dir);
-    writeFileSync(path.join(repo.dir, '.env'), 'GREETING=hello\n');
+    prepareUvuCheckout(fixture, repo.dir);
     return repo;
   }
 
